@@ -1,0 +1,48 @@
+"""Settings in one place. Every value can be overridden by a ``KGRAG_*`` environment variable."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+#: On-disk format version of a KnowledgeIndex directory (bump on incompatible change).
+INDEX_FORMAT_VERSION = 1
+
+
+def env(name: str, default: str | None = None) -> str | None:
+    """Read ``KGRAG_<name>`` (empty string counts as unset)."""
+    value = os.environ.get(f"KGRAG_{name}", "")
+    return value if value else default
+
+
+def data_dir() -> Path:
+    """Benchmark data directory: ``KGRAG_DATA_DIR``, default ``../shared/data``."""
+    return Path(env("DATA_DIR", "../shared/data")).expanduser()
+
+
+def cache_dir() -> Path:
+    """Where ``kgrag bench`` keeps indexes keyed by corpus hash: ``KGRAG_CACHE_DIR``."""
+    return Path(env("CACHE_DIR", ".kgrag_cache")).expanduser()
+
+
+def setup_offline_env() -> None:
+    """Make the bundled models and tokenizers work with no network.
+
+    Sets ``HF_HUB_OFFLINE``, disables Chroma telemetry, and points ``TIKTOKEN_CACHE_DIR``
+    at llama_index's bundled cache unless the user has set them.
+    """
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+    if "TIKTOKEN_CACHE_DIR" not in os.environ:
+        try:
+            import importlib.util
+
+            spec = importlib.util.find_spec("llama_index.core")
+            if spec and spec.origin:
+                cache = Path(spec.origin).parent / "_static" / "tiktoken_cache"
+                if cache.is_dir():
+                    os.environ["TIKTOKEN_CACHE_DIR"] = str(cache)
+        except (ImportError, ValueError):
+            pass

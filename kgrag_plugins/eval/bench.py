@@ -1,0 +1,167 @@
+"""``kgrag bench``: build (or reuse) a dataset's index, run retrievers, write JSON + markdown.
+
+Output JSON (the contract later plug-ins and reviewers rely on)::
+
+    {"dataset", "n_questions", "corpus_size",
+     "results": {RETRIEVER: {"recall@2", "recall@5", "answer_recall@5",
+                             "latency_ms": {"p50", "p95"}, "index_seconds", ...}}}
+
+Recall@k is HippoRAG/GFM-RAG's: the fraction of a question's gold supporting passages in
+the top k, averaged over questions that have gold passages. answer_recall@5 is DPR's
+has-answer over the top 5 passage texts. Latency is per ``retrieve`` call, query embedding
+included, after one warm-up query per retriever.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from .. import config
+from ..index.store import KnowledgeIndex, read_manifest
+from ..methods.base import Retriever
+from ..methods.baselines import BM25Retriever, DenseRetriever, HybridRetriever
+from ..models.embed import Embedder, default_embedder
+from .datasets import Dataset, load_dataset
+from .metrics import answer_recall_at_k, mean, recall_at_k
+
+#: name -> (factory, build-timing keys the retriever's index parts cost).
+RETRIEVERS: dict[str, tuple[Callable[[KnowledgeIndex], Retriever], tuple[str, ...]]] = {
+    "dense": (DenseRetriever, ("embed_passages_s", "chroma_s")),
+    "bm25": (BM25Retriever, ("bm25_s",)),
+    "hybrid": (HybridRetriever, ("embed_passages_s", "chroma_s", "bm25_s")),
+}
+
+K_VALUES = (2, 5)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
+
+
+def dataset_index(
+    dataset: Dataset,
+    *,
+    cache_dir: str | Path | None = None,
+    embedder: Embedder | None = None,
+    progress: bool = True,
+) -> tuple[KnowledgeIndex, bool]:
+    """The cached index for a dataset's corpus (keyed by corpus hash and embedder).
+
+    Returns ``(index, reused)``. A cache entry whose corpus hash does not match is rebuilt.
+    """
+    if dataset.corpus is None:
+        raise ValueError(f"dataset {dataset.name!r} has no passage corpus to index")
+    embedder = embedder or default_embedder()
+    chash = dataset.corpus_hash()
+    path = Path(cache_dir or config.cache_dir()) / f"{_slug(dataset.name)}-{chash}-{_slug(embedder.name)}"
+    if (path / "manifest.json").is_file():
+        try:
+            if read_manifest(path).get("corpus_hash") == chash:
+                return KnowledgeIndex.open(path, embedder=embedder), True
+        except (ValueError, FileNotFoundError) as e:  # damaged cache entry: rebuild it
+            print(f"[kgrag] rebuilding cached index at {path}: {e}")
+    index = KnowledgeIndex.build(
+        dataset.corpus, path, embedder=embedder, settings={"dataset": dataset.name}, progress=progress
+    )
+    return index, False
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values, dtype=float), q)) if values else 0.0
+
+
+def evaluate_retriever(
+    retriever: Retriever, dataset: Dataset, *, k: int = 5, progress: bool = True
+) -> dict[str, Any]:
+    """Recall@2/@5, answer_recall@5 and latency of one retriever over a dataset's questions."""
+    questions = dataset.questions
+    if questions:
+        retriever.retrieve(questions[0].question, k)  # warm-up (lazy loads, caches)
+    recalls: dict[int, list[float]] = {kk: [] for kk in K_VALUES}
+    answer_recall: list[float] = []
+    latencies: list[float] = []
+    no_gold = 0
+    for q in tqdm(questions, desc=f"{retriever.name}", disable=not progress, leave=False):
+        t0 = time.perf_counter()
+        ev = retriever.retrieve(q.question, k)
+        latencies.append((time.perf_counter() - t0) * 1000)
+        ids = ev.passage_ids
+        if q.supporting_passage_ids:
+            for kk in K_VALUES:
+                recalls[kk].append(recall_at_k(ids, q.supporting_passage_ids, kk))
+        else:
+            no_gold += 1
+        if q.answers:
+            answer_recall.append(answer_recall_at_k([sp.passage.text for sp in ev.passages], q.answers, 5))
+    out: dict[str, Any] = {f"recall@{kk}": round(mean(v), 4) for kk, v in recalls.items()}
+    out["answer_recall@5"] = round(mean(answer_recall), 4)
+    out["latency_ms"] = {"p50": round(_percentile(latencies, 50), 2), "p95": round(_percentile(latencies, 95), 2)}
+    out["n_scored"] = len(recalls[K_VALUES[0]])
+    if no_gold:
+        out["n_without_gold"] = no_gold
+    return out
+
+
+def run_bench(
+    dataset: str,
+    retrievers: Sequence[str],
+    *,
+    data_dir: str | Path | None = None,
+    limit: int | None = None,
+    out: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Run ``retrievers`` on ``dataset``; write JSON to ``out`` (if given) and return it."""
+    unknown = [r for r in retrievers if r not in RETRIEVERS]
+    if unknown:
+        raise ValueError(f"unknown retriever(s) {unknown}; available: {', '.join(RETRIEVERS)}")
+    if not retrievers:
+        raise ValueError("no retrievers given")
+    ds = load_dataset(dataset, data_dir=data_dir, limit=limit)
+    t0 = time.perf_counter()
+    index, reused = dataset_index(ds, cache_dir=cache_dir, progress=progress)
+    timings = index.manifest.get("timings", {})
+    report: dict[str, Any] = {
+        "dataset": ds.name,
+        "n_questions": len(ds.questions),
+        "corpus_size": len(index.passages),
+        "embedder": index.embedder.name,
+        "index_path": str(index.path),
+        "index_reused": reused,
+        "index_open_or_build_seconds": round(time.perf_counter() - t0, 2),
+        "results": {},
+    }
+    for name in retrievers:
+        factory, parts = RETRIEVERS[name]
+        result = evaluate_retriever(factory(index), ds, progress=progress)
+        # Build cost of the index parts this retriever reads, measured when the index was built.
+        result["index_seconds"] = round(sum(float(timings.get(p, 0.0)) for p in parts), 2)
+        report["results"][name] = result
+    if out:
+        out = Path(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    return report
+
+
+def markdown_table(report: dict[str, Any]) -> str:
+    """The report as a markdown table (one row per retriever)."""
+    head = (
+        f"**{report['dataset']}**: {report['n_questions']} questions, {report['corpus_size']} passages\n\n"
+        "| retriever | Recall@2 | Recall@5 | AnswerRecall@5 | p50 ms | p95 ms | index s |\n"
+        "|---|---|---|---|---|---|---|\n"
+    )
+    rows = [
+        f"| {name} | {r['recall@2']:.3f} | {r['recall@5']:.3f} | {r['answer_recall@5']:.3f} | "
+        f"{r['latency_ms']['p50']:.1f} | {r['latency_ms']['p95']:.1f} | {r['index_seconds']:.1f} |"
+        for name, r in report["results"].items()
+    ]
+    return head + "\n".join(rows) + "\n"

@@ -1,0 +1,1 @@
+"""The knowledge index: passages, graph, vectors (DESIGN.md principle 2)."""

@@ -1,0 +1,384 @@
+"""KnowledgeGraph: entities, triples and entity<->passage links with CSR adjacency.
+
+Storage is columnar so a Wikidata5M-sized graph fits in a few GB: triples are three int32
+arrays (head, relation, tail) over an entity table and a relation vocabulary. CSR adjacency
+in both directions is built lazily with scipy and cached until the next mutation. networkx is
+only used for small ``subgraph`` views.
+"""
+
+from __future__ import annotations
+
+import json
+from array import array
+from collections import deque
+from pathlib import Path
+from typing import Iterable, Iterator, Literal
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..types import Entity, Triple
+
+Direction = Literal["out", "in", "both"]
+
+
+class UnknownEntityError(KeyError):
+    """An entity id that is not in the graph."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else "unknown entity"
+
+
+class KnowledgeGraph:
+    """An in-memory directed multigraph of entities and relation-labelled triples.
+
+    Entities are addressed by string id (internally by row index). Triples keep the ids of the
+    passages they were read from; entities are linked to the passages that mention them.
+    """
+
+    def __init__(self) -> None:
+        self._entities: list[Entity] = []
+        self._eidx: dict[str, int] = {}
+        self._relations: list[str] = []
+        self._ridx: dict[str, int] = {}
+        self._h = array("i")
+        self._r = array("i")
+        self._t = array("i")
+        self._triple_key: dict[tuple[int, int, int], int] | None = None
+        self._triple_src: dict[int, list[int]] = {}
+        self._passage_ids: list[str] = []
+        self._pidx: dict[str, int] = {}
+        self._ent_passages: dict[int, set[int]] = {}
+        self._cache: dict[str, object] = {}
+
+    # ------------------------------------------------------------------ building
+    def add_entity(self, entity: Entity) -> int:
+        """Add an entity (or merge aliases/description into an existing one); return its row."""
+        i = self._eidx.get(entity.id)
+        if i is not None:
+            old = self._entities[i]
+            for a in entity.aliases:
+                if a not in old.aliases and a != old.name:
+                    old.aliases.append(a)
+            old.description = old.description or entity.description
+            old.type = old.type or entity.type
+            return i
+        i = len(self._entities)
+        self._entities.append(Entity(entity.id, entity.name, list(entity.aliases), entity.description, entity.type))
+        self._eidx[entity.id] = i
+        self._cache.clear()
+        return i
+
+    def _relation_index(self, relation: str) -> int:
+        r = self._ridx.get(relation)
+        if r is None:
+            r = len(self._relations)
+            self._relations.append(relation)
+            self._ridx[relation] = r
+        return r
+
+    def _passage_index(self, pid: str) -> int:
+        p = self._pidx.get(pid)
+        if p is None:
+            p = len(self._passage_ids)
+            self._passage_ids.append(pid)
+            self._pidx[pid] = p
+        return p
+
+    def add_triple(self, head: str, relation: str, tail: str, source_ids: Iterable[str] = ()) -> int:
+        """Add ``head -relation-> tail`` (entities must exist); duplicates merge their sources."""
+        h, t = self._row(head), self._row(tail)
+        r = self._relation_index(relation)
+        if self._triple_key is None:
+            self._triple_key = {(a, b, c): i for i, (a, b, c) in enumerate(zip(self._h, self._r, self._t))}
+        key = (h, r, t)
+        ti = self._triple_key.get(key)
+        if ti is None:
+            ti = len(self._h)
+            self._h.append(h)
+            self._r.append(r)
+            self._t.append(t)
+            self._triple_key[key] = ti
+            self._cache.clear()
+        srcs = [self._passage_index(s) for s in source_ids]
+        if srcs:
+            cur = self._triple_src.setdefault(ti, [])
+            cur.extend(s for s in srcs if s not in cur)
+        return ti
+
+    def link(self, entity_id: str, passage_id: str) -> None:
+        """Record that ``passage_id`` mentions ``entity_id``."""
+        e = self._row(entity_id)
+        self._ent_passages.setdefault(e, set()).add(self._passage_index(passage_id))
+        self._cache.pop("links", None)
+
+    # ------------------------------------------------------------------ lookups
+    def _row(self, entity_id: str) -> int:
+        try:
+            return self._eidx[entity_id]
+        except KeyError:
+            raise UnknownEntityError(f"unknown entity id {entity_id!r}") from None
+
+    def __contains__(self, entity_id: object) -> bool:
+        return entity_id in self._eidx
+
+    def __len__(self) -> int:
+        return len(self._entities)
+
+    @property
+    def num_entities(self) -> int:
+        return len(self._entities)
+
+    @property
+    def num_triples(self) -> int:
+        return len(self._h)
+
+    @property
+    def relations(self) -> list[str]:
+        """The relation vocabulary (index = relation id)."""
+        return list(self._relations)
+
+    @property
+    def entity_ids(self) -> list[str]:
+        return [e.id for e in self._entities]
+
+    def entity(self, entity_id: str) -> Entity:
+        return self._entities[self._row(entity_id)]
+
+    def entities(self) -> Iterator[Entity]:
+        return iter(self._entities)
+
+    def index_of(self, entity_id: str) -> int:
+        """Row index of an entity (the position in vectors and PPR score arrays)."""
+        return self._row(entity_id)
+
+    def names(self) -> dict[str, str]:
+        """Entity id -> name, for verbalising triples and paths."""
+        return {e.id: e.name for e in self._entities}
+
+    def triple(self, i: int) -> Triple:
+        src = [self._passage_ids[p] for p in self._triple_src.get(i, ())]
+        return Triple(self._entities[self._h[i]].id, self._relations[self._r[i]], self._entities[self._t[i]].id, src)
+
+    def triples(self) -> Iterator[Triple]:
+        return (self.triple(i) for i in range(len(self._h)))
+
+    def passages_of(self, entity_id: str) -> list[str]:
+        """Passages that mention an entity."""
+        return sorted(self._passage_ids[p] for p in self._ent_passages.get(self._row(entity_id), ()))
+
+    def entities_of(self, passage_id: str) -> list[str]:
+        """Entities mentioned by a passage."""
+        p = self._pidx.get(passage_id)
+        if p is None:
+            return []
+        links = self.link_matrix().tocsc()
+        return [self._entities[e].id for e in links.indices[links.indptr[p] : links.indptr[p + 1]]]
+
+    # ------------------------------------------------------------------ matrices
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return (
+            np.frombuffer(self._h, dtype=np.int32) if len(self._h) else np.zeros(0, np.int32),
+            np.frombuffer(self._r, dtype=np.int32) if len(self._r) else np.zeros(0, np.int32),
+            np.frombuffer(self._t, dtype=np.int32) if len(self._t) else np.zeros(0, np.int32),
+        )
+
+    def _csr(self, direction: Literal["out", "in"]) -> sp.csr_matrix:
+        """Entity x entity CSR; ``data`` holds triple index + 1 (0 would be dropped as sparse)."""
+        key = f"csr_{direction}"
+        if key not in self._cache:
+            h, _, t = self._arrays()
+            rows, cols = (h, t) if direction == "out" else (t, h)
+            n = len(self._entities)
+            data = np.arange(1, len(h) + 1, dtype=np.int64)
+            # Build CSR by hand: the coo->csr constructor would sum parallel edges.
+            order = np.lexsort((cols, rows))
+            indptr = np.zeros(n + 1, dtype=np.int64)
+            np.add.at(indptr, rows[order] + 1, 1)
+            m = sp.csr_matrix((data[order], cols[order], np.cumsum(indptr)), shape=(n, n))
+            self._cache[key] = m
+        return self._cache[key]  # type: ignore[return-value]
+
+    def adjacency(self, direction: Literal["out", "in"] = "out") -> sp.csr_matrix:
+        """CSR adjacency (rows = source entity); ``data - 1`` is the triple index per edge."""
+        return self._csr(direction)
+
+    def link_matrix(self) -> sp.csr_matrix:
+        """Entity x passage incidence (rows = entities, columns = ``passage_ids`` order)."""
+        if "links" not in self._cache:
+            rows, cols = [], []
+            for e, ps in self._ent_passages.items():
+                rows.extend([e] * len(ps))
+                cols.extend(ps)
+            m = sp.csr_matrix(
+                (np.ones(len(rows), dtype=np.float32), (rows, cols)),
+                shape=(len(self._entities), len(self._passage_ids)),
+            )
+            self._cache["links"] = m
+        return self._cache["links"]  # type: ignore[return-value]
+
+    @property
+    def passage_ids(self) -> list[str]:
+        """Passage ids known to the graph (column order of ``link_matrix``)."""
+        return list(self._passage_ids)
+
+    # ------------------------------------------------------------------ traversal
+    def neighbors(self, entity_id: str, direction: Direction = "both") -> list[tuple[str, str, str]]:
+        """Adjacent edges as ``(neighbor_id, relation, "out"|"in")`` in triple order."""
+        e = self._row(entity_id)
+        out: list[tuple[int, str, str]] = []
+        for d in ("out", "in") if direction == "both" else (direction,):
+            m = self._csr(d)  # type: ignore[arg-type]
+            lo, hi = m.indptr[e], m.indptr[e + 1]
+            for nb, ti in zip(m.indices[lo:hi], m.data[lo:hi]):
+                out.append((int(ti) - 1, self._entities[nb].id, d))
+        out.sort(key=lambda x: x[0])
+        return [(nb, self._relations[self._r[ti]], d) for ti, nb, d in out]
+
+    def k_hop(self, seeds: Iterable[str], k: int, direction: Direction = "both") -> dict[str, int]:
+        """Breadth-first neighbourhood: entity id -> hop distance (seeds at 0), up to ``k`` hops."""
+        mats = [self._csr(d) for d in (("out", "in") if direction == "both" else (direction,))]  # type: ignore[arg-type]
+        dist: dict[int, int] = {}
+        queue: deque[int] = deque()
+        for s in seeds:
+            i = self._row(s)
+            if i not in dist:
+                dist[i] = 0
+                queue.append(i)
+        while queue:
+            u = queue.popleft()
+            if dist[u] >= k:
+                continue
+            for m in mats:
+                for v in m.indices[m.indptr[u] : m.indptr[u + 1]]:
+                    v = int(v)
+                    if v not in dist:
+                        dist[v] = dist[u] + 1
+                        queue.append(v)
+        return {self._entities[i].id: d for i, d in dist.items()}
+
+    def subgraph(self, entity_ids: Iterable[str]):
+        """The induced subgraph as a ``networkx.MultiDiGraph`` (edges keyed by relation)."""
+        import networkx as nx
+
+        rows = {self._row(e) for e in entity_ids}
+        g = nx.MultiDiGraph()
+        for i in rows:
+            ent = self._entities[i]
+            g.add_node(ent.id, name=ent.name, type=ent.type, description=ent.description)
+        out = self._csr("out")
+        for u in rows:
+            lo, hi = out.indptr[u], out.indptr[u + 1]
+            for v, ti in zip(out.indices[lo:hi], out.data[lo:hi]):
+                if int(v) in rows:
+                    rel = self._relations[self._r[int(ti) - 1]]
+                    g.add_edge(self._entities[u].id, self._entities[v].id, key=rel, relation=rel)
+        return g
+
+    def personalized_pagerank(
+        self,
+        seeds: dict[str, float],
+        *,
+        damping: float = 0.85,
+        directed: bool = False,
+        max_iter: int = 100,
+        tol: float = 1e-8,
+    ) -> np.ndarray:
+        """Personalized PageRank over the entity graph (power iteration, scipy sparse).
+
+        ``seeds`` maps entity id -> restart weight (normalised to sum 1). Edges are treated as
+        undirected unless ``directed``; parallel edges add weight. Dangling mass restarts at the
+        seeds. Returns scores aligned with entity rows (``index_of``), summing to 1.
+        """
+        n = len(self._entities)
+        if n == 0:
+            return np.zeros(0)
+        s = np.zeros(n)
+        for eid, w in seeds.items():
+            s[self._row(eid)] += float(w)
+        if s.sum() <= 0:
+            raise ValueError("personalized_pagerank needs at least one seed with positive weight")
+        s /= s.sum()
+        key = f"trans_{directed}"
+        if key not in self._cache:
+            a = self._csr("out").copy()
+            a.data = np.ones_like(a.data, dtype=np.float64)
+            if not directed:
+                a = a + a.T
+            a = a.tocsr()
+            deg = np.asarray(a.sum(axis=1)).ravel()
+            inv = np.divide(1.0, deg, out=np.zeros_like(deg), where=deg > 0)
+            self._cache[key] = (sp.diags(inv) @ a).T.tocsr(), deg == 0
+        pt, dangling = self._cache[key]  # type: ignore[misc]
+        r = s.copy()
+        for _ in range(max_iter):
+            nxt = damping * (pt @ r + r[dangling].sum() * s) + (1 - damping) * s
+            if np.abs(nxt - r).sum() < tol:
+                r = nxt
+                break
+            r = nxt
+        return r
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, directory: str | Path) -> None:
+        """Write the graph into ``directory`` (JSON + NPY). Callers handle atomicity."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        with open(d / "entities.jsonl", "w", encoding="utf-8") as f:
+            for e in self._entities:
+                f.write(json.dumps(e.to_dict(), ensure_ascii=False) + "\n")
+        (d / "relations.json").write_text(json.dumps(self._relations, ensure_ascii=False), encoding="utf-8")
+        (d / "passage_ids.json").write_text(json.dumps(self._passage_ids), encoding="utf-8")
+        h, r, t = self._arrays()
+        np.save(d / "triples.npy", np.stack([h, r, t], axis=1) if len(h) else np.zeros((0, 3), np.int32))
+        src_keys = np.array(sorted(self._triple_src), dtype=np.int64)
+        src_ptr = np.zeros(len(src_keys) + 1, dtype=np.int64)
+        src_idx = []
+        for j, k in enumerate(src_keys):
+            src_idx.extend(self._triple_src[int(k)])
+            src_ptr[j + 1] = len(src_idx)
+        np.savez(d / "triple_sources.npz", keys=src_keys, indptr=src_ptr, indices=np.array(src_idx, np.int64))
+        links = self.link_matrix()
+        np.savez(d / "links.npz", indptr=links.indptr, indices=links.indices, shape=np.array(links.shape))
+
+    @classmethod
+    def load(cls, directory: str | Path) -> "KnowledgeGraph":
+        """Read a graph written by ``save``; a missing or corrupt file raises ``ValueError``."""
+        d = Path(directory)
+        g = cls()
+        try:
+            with open(d / "entities.jsonl", encoding="utf-8") as f:
+                for line_no, line in enumerate(f, 1):
+                    if line.strip():
+                        e = Entity.from_dict(json.loads(line))
+                        g._eidx[e.id] = len(g._entities)
+                        g._entities.append(e)
+            g._relations = json.loads((d / "relations.json").read_text(encoding="utf-8"))
+            g._ridx = {r: i for i, r in enumerate(g._relations)}
+            g._passage_ids = json.loads((d / "passage_ids.json").read_text(encoding="utf-8"))
+            g._pidx = {p: i for i, p in enumerate(g._passage_ids)}
+            tr = np.load(d / "triples.npy").astype(np.int32)
+            g._h, g._r, g._t = (
+                array("i", tr[:, 0].tobytes()),
+                array("i", tr[:, 1].tobytes()),
+                array("i", tr[:, 2].tobytes()),
+            )
+            with np.load(d / "triple_sources.npz") as z:
+                keys, ptr, idx = z["keys"], z["indptr"], z["indices"]
+            g._triple_src = {int(k): idx[ptr[j] : ptr[j + 1]].tolist() for j, k in enumerate(keys)}
+            with np.load(d / "links.npz") as z:
+                indptr, indices = z["indptr"], z["indices"]
+            for e in range(len(indptr) - 1):
+                if indptr[e + 1] > indptr[e]:
+                    g._ent_passages[e] = set(indices[indptr[e] : indptr[e + 1]].tolist())
+        except FileNotFoundError as e:
+            raise ValueError(f"knowledge graph in {d} is incomplete: missing {Path(e.filename).name}") from e
+        except (ValueError, KeyError, json.JSONDecodeError) as e:
+            raise ValueError(f"knowledge graph in {d} is corrupt: {e}") from e
+        return g
+
+    def __repr__(self) -> str:
+        return (
+            f"KnowledgeGraph(entities={self.num_entities}, triples={self.num_triples}, "
+            f"relations={len(self._relations)}, passages={len(self._passage_ids)})"
+        )

@@ -1,0 +1,257 @@
+"""PassageStore: passages and their vectors in Chroma, plus a BM25 index (bm25s).
+
+Chroma runs embedded (``PersistentClient`` in the index directory, or in memory) by
+default, or against a Chroma server when ``KGRAG_CHROMA_URL`` is set (``HttpClient``).
+Vectors always come from our own embedder: collections are created with
+``embedding_function=None`` so Chroma never loads (or downloads) its default model.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Sequence
+from urllib.parse import urlparse
+
+import numpy as np
+
+from ..config import env
+from ..types import Passage
+
+#: HNSW settings: ef_search well above k keeps Chroma's ANN search effectively exact at
+#: corpus sizes of a few thousand to a few hundred thousand passages.
+HNSW = {"space": "cosine", "ef_construction": 200, "ef_search": 200, "max_neighbors": 32}
+
+def chroma_client(path: str | Path | None = None, url: str | None = None):
+    """A Chroma client: ``HttpClient`` for ``url`` (or ``KGRAG_CHROMA_URL``), else embedded.
+
+    Embedded clients persist under ``path`` or live in memory when ``path`` is None.
+    """
+    import chromadb
+    from chromadb.config import Settings
+
+    settings = Settings(anonymized_telemetry=False, allow_reset=False)
+    url = url or env("CHROMA_URL")
+    if url:
+        u = urlparse(url if "://" in url else f"http://{url}")
+        return chromadb.HttpClient(
+            host=u.hostname or "127.0.0.1", port=u.port or 8000, ssl=u.scheme == "https", settings=settings
+        )
+    if path is None:
+        return chromadb.EphemeralClient(settings=settings)
+    return chromadb.PersistentClient(path=str(path), settings=settings)
+
+
+def _stemmer():
+    try:
+        import Stemmer
+
+        return Stemmer.Stemmer("english")
+    except ImportError:  # PyStemmer is optional for bm25s
+        return None
+
+
+class PassageStore:
+    """Passages + vectors (numpy and Chroma) + BM25 over ``title + text``.
+
+    Build one with :meth:`create`; reopen a saved one with :meth:`load`.
+    """
+
+    def __init__(
+        self,
+        passages: list[Passage],
+        vectors: np.ndarray,
+        collection: Any,
+        bm25: Any,
+        chroma_info: dict[str, Any],
+    ) -> None:
+        self._passages = passages
+        self._pos = {p.id: i for i, p in enumerate(passages)}
+        self.vectors = vectors
+        self._collection = collection
+        self._bm25 = bm25
+        self.chroma_info = chroma_info
+        self._stem = _stemmer()
+        #: Seconds spent building the Chroma collection and the BM25 index (set by ``create``).
+        self.build_timings: dict[str, float] = {}
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def create(
+        cls,
+        passages: Sequence[Passage],
+        vectors: np.ndarray,
+        directory: str | Path | None = None,
+        *,
+        chroma_url: str | None = None,
+        collection_name: str | None = None,
+        progress: bool = False,
+    ) -> "PassageStore":
+        """Index ``passages`` with precomputed ``vectors`` (rows aligned with passages).
+
+        In embedded mode the Chroma database lives in ``directory/chroma`` (in memory when
+        ``directory`` is None); in server mode a new collection is created on the server.
+        """
+        passages = list(passages)
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if len(passages) != len(vectors):
+            raise ValueError(f"{len(passages)} passages but {len(vectors)} vectors")
+        ids = [p.id for p in passages]
+        if len(set(ids)) != len(ids):
+            dup = next(i for i in ids if ids.count(i) > 1)
+            raise ValueError(f"duplicate passage id {dup!r}")
+        url = chroma_url or env("CHROMA_URL")
+        name = collection_name or f"kgrag-{uuid.uuid4().hex[:16]}"
+        chroma_dir = Path(directory) / "chroma" if directory is not None and not url else None
+        t0 = time.perf_counter()
+        client = chroma_client(chroma_dir, url)
+        collection = client.create_collection(
+            name=name, configuration={"hnsw": dict(HNSW)}, embedding_function=None
+        )
+        _add_batched(client, collection, passages, vectors, progress)
+        t1 = time.perf_counter()
+        bm25 = _build_bm25(passages)
+        info = {"mode": "http" if url else ("embedded" if chroma_dir else "memory"), "collection": name}
+        if url:
+            info["url"] = url
+        store = cls(passages, vectors, collection, bm25, info)
+        store.build_timings = {"chroma_s": t1 - t0, "bm25_s": time.perf_counter() - t1}
+        if directory is not None:
+            store._write_files(Path(directory))
+        return store
+
+    def _write_files(self, d: Path) -> None:
+        d.mkdir(parents=True, exist_ok=True)
+        with open(d / "passages.jsonl", "w", encoding="utf-8") as f:
+            for p in self._passages:
+                f.write(json.dumps(p.to_dict(), ensure_ascii=False) + "\n")
+        np.save(d / "vectors.npy", self.vectors)
+        self._bm25.save(str(d / "bm25"))
+
+    @classmethod
+    def load(cls, directory: str | Path, chroma_info: dict[str, Any]) -> "PassageStore":
+        """Reopen a store written by :meth:`create` with a ``directory``."""
+        import bm25s
+
+        d = Path(directory)
+        passages = []
+        with open(d / "passages.jsonl", encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    passages.append(Passage.from_dict(json.loads(line)))
+        vectors = np.load(d / "vectors.npy")
+        mode = chroma_info.get("mode")
+        if mode == "http":
+            client = chroma_client(url=chroma_info["url"])
+        elif mode == "embedded":
+            client = chroma_client(d / "chroma")
+        else:
+            raise ValueError(f"cannot reopen a passage store with Chroma mode {mode!r}")
+        try:
+            collection = client.get_collection(chroma_info["collection"], embedding_function=None)
+        except Exception as e:  # chromadb raises NotFoundError / ValueError depending on version
+            raise ValueError(
+                f"Chroma collection {chroma_info['collection']!r} not found ({mode} mode): {e}"
+            ) from e
+        if collection.count() != len(passages):
+            raise ValueError(
+                f"Chroma collection {chroma_info['collection']!r} holds {collection.count()} vectors "
+                f"but the index has {len(passages)} passages; rebuild the index"
+            )
+        bm25 = bm25s.BM25.load(str(d / "bm25"))
+        return cls(passages, vectors, collection, bm25, dict(chroma_info))
+
+    def drop_collection(self) -> None:
+        """Delete this store's Chroma collection (used when an index generation is replaced)."""
+        try:
+            self._collection._client.delete_collection(self._collection.name)
+        except Exception:  # already gone
+            pass
+
+    # ------------------------------------------------------------------ access
+    def __len__(self) -> int:
+        return len(self._passages)
+
+    def __iter__(self):
+        return iter(self._passages)
+
+    def __contains__(self, pid: object) -> bool:
+        return pid in self._pos
+
+    def get(self, pid: str) -> Passage:
+        try:
+            return self._passages[self._pos[pid]]
+        except KeyError:
+            raise KeyError(f"unknown passage id {pid!r}") from None
+
+    def position(self, pid: str) -> int:
+        """Row of a passage in ``vectors``."""
+        return self._pos[pid]
+
+    @property
+    def ids(self) -> list[str]:
+        return [p.id for p in self._passages]
+
+    # ------------------------------------------------------------------ search
+    def dense_search(self, query_vector: np.ndarray, k: int) -> list[tuple[Passage, float]]:
+        """Top-``k`` passages by cosine similarity, searched in Chroma."""
+        k = min(k, len(self._passages))
+        if k <= 0:
+            return []
+        res = self._collection.query(
+            query_embeddings=[np.asarray(query_vector, dtype=np.float32).ravel().tolist()],
+            n_results=k,
+            include=["distances"],
+        )
+        return [(self.get(pid), 1.0 - float(dist)) for pid, dist in zip(res["ids"][0], res["distances"][0])]
+
+    def exact_dense_search(self, query_vector: np.ndarray, k: int) -> list[tuple[Passage, float]]:
+        """Exact top-``k`` by brute-force cosine over the numpy vectors (reference for Chroma)."""
+        scores = self.vectors @ np.asarray(query_vector, dtype=np.float32).ravel()
+        k = min(k, len(scores))
+        if k <= 0:
+            return []
+        top = np.argpartition(-scores, k - 1)[:k]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [(self._passages[i], float(scores[i])) for i in top]
+
+    def bm25_search(self, query: str, k: int) -> list[tuple[Passage, float]]:
+        """Top-``k`` passages by BM25 (Lucene variant, English stopwords and Snowball stemming)."""
+        import bm25s
+
+        k = min(k, len(self._passages))
+        tokens = bm25s.tokenize([query], stopwords="en", stemmer=self._stem, show_progress=False)
+        if k <= 0 or not tokens.vocab:
+            return []
+        docs, scores = self._bm25.retrieve(tokens, k=k, show_progress=False, n_threads=1)
+        return [(self._passages[int(i)], float(s)) for i, s in zip(docs[0], scores[0]) if s > 0]
+
+
+def _build_bm25(passages: Sequence[Passage]):
+    import bm25s
+
+    texts = [f"{p.title}\n{p.text}" if p.title else p.text for p in passages]
+    tokens = bm25s.tokenize(texts, stopwords="en", stemmer=_stemmer(), show_progress=False)
+    bm25 = bm25s.BM25()
+    bm25.index(tokens, show_progress=False)
+    return bm25
+
+
+def _add_batched(client: Any, collection: Any, passages: list[Passage], vectors: np.ndarray, progress: bool) -> None:
+    from tqdm.auto import tqdm
+
+    try:
+        batch = int(client.get_max_batch_size())
+    except Exception:
+        batch = 1000
+    batch = max(1, min(batch, 2000))
+    for i in tqdm(range(0, len(passages), batch), disable=not progress or len(passages) <= batch, desc="chroma add"):
+        chunk = passages[i : i + batch]
+        collection.add(
+            ids=[p.id for p in chunk],
+            embeddings=vectors[i : i + batch],
+            documents=[p.text for p in chunk],
+            metadatas=[{"title": p.title or ""} for p in chunk],
+        )

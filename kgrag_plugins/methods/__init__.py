@@ -1,0 +1,1 @@
+"""Methods, one module per paper, plus baselines (framework-free)."""

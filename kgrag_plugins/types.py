@@ -1,0 +1,182 @@
+"""Core value types shared by every method and adapter (DESIGN.md principle 5).
+
+All types are small dataclasses with ``to_dict``/``from_dict`` for a JSON round trip.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class _JSONMixin:
+    """``to_dict`` / ``from_dict`` for flat dataclasses of JSON-able fields."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_dict(cls: type[T], data: dict[str, Any]) -> T:
+        names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        unknown = set(data) - names
+        if unknown:
+            raise ValueError(f"{cls.__name__}: unknown field(s) {sorted(unknown)}")
+        return cls(**data)
+
+
+@dataclass
+class Passage(_JSONMixin):
+    """A unit of text in the corpus. ``id`` is unique within an index."""
+
+    id: str
+    text: str
+    title: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def embed_text(self) -> str:
+        """Text that gets embedded: ``title + "\\n" + text`` (title omitted if empty)."""
+        return f"{self.title}\n{self.text}" if self.title else self.text
+
+
+@dataclass
+class Entity(_JSONMixin):
+    """A knowledge-graph node."""
+
+    id: str
+    name: str
+    aliases: list[str] = field(default_factory=list)
+    description: str = ""
+    type: str = ""
+
+
+@dataclass
+class Triple(_JSONMixin):
+    """A directed fact ``head -[relation]-> tail`` between entity ids.
+
+    ``source_ids`` are the passages the fact was read from (empty for curated KGs).
+    """
+
+    head: str
+    relation: str
+    tail: str
+    source_ids: list[str] = field(default_factory=list)
+
+    def verbalize(self, names: dict[str, str] | None = None) -> str:
+        """``"head relation tail"`` using entity names when given."""
+        n = names or {}
+        return f"{n.get(self.head, self.head)} {self.relation} {n.get(self.tail, self.tail)}"
+
+
+@dataclass
+class Path(_JSONMixin):
+    """A reasoning path ``e0 -r1-> e1 -r2-> ... -> en`` (``len(relations) == len(nodes) - 1``)."""
+
+    nodes: list[str]
+    relations: list[str]
+    score: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.nodes and len(self.relations) != len(self.nodes) - 1:
+            raise ValueError(
+                f"Path needs len(relations) == len(nodes) - 1, got {len(self.relations)} "
+                f"relations for {len(self.nodes)} nodes"
+            )
+
+    def verbalize(self, names: dict[str, str] | None = None) -> str:
+        """FRAG-style verbalisation ``e0 -> r1 -> e1 -> ...``."""
+        n = names or {}
+        parts = [n.get(self.nodes[0], self.nodes[0])] if self.nodes else []
+        for rel, node in zip(self.relations, self.nodes[1:]):
+            parts += [rel, n.get(node, node)]
+        return " -> ".join(parts)
+
+
+@dataclass
+class ScoredPassage(_JSONMixin):
+    """A retrieved passage with its retriever score (higher is better)."""
+
+    passage: Passage
+    score: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"passage": self.passage.to_dict(), "score": self.score}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ScoredPassage":
+        return cls(passage=Passage.from_dict(data["passage"]), score=float(data["score"]))
+
+
+@dataclass
+class Fact(_JSONMixin):
+    """A verbalised piece of structured evidence: a triple, a path or a clue."""
+
+    text: str
+    kind: str = "fact"  # "fact" | "path" | "clue"
+    score: float = 0.0
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Evidence:
+    """What every retriever returns: scored passages, facts, and an explainable trace."""
+
+    query: str
+    passages: list[ScoredPassage] = field(default_factory=list)
+    facts: list[Fact] = field(default_factory=list)
+    trace: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passage_ids(self) -> list[str]:
+        return [sp.passage.id for sp in self.passages]
+
+    def top(self, k: int) -> "Evidence":
+        """A copy keeping only the first ``k`` passages."""
+        return Evidence(self.query, self.passages[:k], list(self.facts), dict(self.trace))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "passages": [sp.to_dict() for sp in self.passages],
+            "facts": [f.to_dict() for f in self.facts],
+            "trace": self.trace,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Evidence":
+        return cls(
+            query=data["query"],
+            passages=[ScoredPassage.from_dict(d) for d in data.get("passages", [])],
+            facts=[Fact.from_dict(d) for d in data.get("facts", [])],
+            trace=dict(data.get("trace", {})),
+        )
+
+
+@dataclass
+class Answer:
+    """A generated (or LLM-free extracted) answer with the evidence it rests on."""
+
+    question: str
+    text: str
+    evidence: Evidence | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "question": self.question,
+            "text": self.text,
+            "evidence": self.evidence.to_dict() if self.evidence else None,
+            "metadata": self.metadata,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Answer":
+        ev = data.get("evidence")
+        return cls(
+            question=data["question"],
+            text=data["text"],
+            evidence=Evidence.from_dict(ev) if ev else None,
+            metadata=dict(data.get("metadata", {})),
+        )

@@ -1,0 +1,99 @@
+"""Shared pytest fixtures."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def resolve_data_dir() -> Path:
+    """``KGRAG_DATA_DIR`` if set, else ``<repo>/../shared/data`` (independent of the cwd)."""
+    env = os.environ.get("KGRAG_DATA_DIR", "")
+    if env:
+        return Path(env).expanduser().resolve()
+    return (REPO_ROOT / ".." / "shared" / "data").resolve()
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The real benchmark data directory. Tests using it FAIL (not skip) when it is missing."""
+    d = resolve_data_dir()
+    assert d.is_dir(), (
+        f"benchmark data directory not found: {d}. Set KGRAG_DATA_DIR to the directory that "
+        f"contains SOURCES.md (default: <repo>/../shared/data)."
+    )
+    assert (d / "SOURCES.md").is_file(), f"{d} does not look like the benchmark data dir (no SOURCES.md)"
+    return d
+
+
+# --------------------------------------------------------------------------- index fixtures
+
+import hashlib  # noqa: E402
+import re  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+
+class HashEmbedder:
+    """A deterministic bag-of-words test double (hashed tokens -> unit vector).
+
+    Used where a test needs a *different* embedder than the default (mismatch errors) or a
+    fast one in a subprocess; retrieval quality tests use the real MiniLM.
+    """
+
+    def __init__(self, dim: int = 64, name: str = "test/hash-bow"):
+        self.dim, self.name = dim, name
+
+    def embed(self, texts, *, progress=None):
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for tok in re.findall(r"\w+", t.lower()):
+                out[i, int(hashlib.md5(tok.encode()).hexdigest(), 16) % self.dim] += 1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        return out / norms
+
+
+@pytest.fixture(scope="session")
+def sample_corpus():
+    from kgrag_plugins.demo import sample_corpus as load
+
+    return load()
+
+
+@pytest.fixture(scope="session")
+def sample_questions():
+    from kgrag_plugins.demo import sample_questions as load
+
+    return load()
+
+
+@pytest.fixture(scope="session")
+def sample_graph(sample_corpus):
+    """A small title graph over the sample corpus: a passage links to titles it mentions."""
+    from kgrag_plugins.index.graph import KnowledgeGraph
+    from kgrag_plugins.types import Entity
+
+    g = KnowledgeGraph()
+    for p in sample_corpus:
+        g.add_entity(Entity(p.title, p.title, description=p.text.split(". ")[0]))
+        g.link(p.title, p.id)
+    for p in sample_corpus:
+        for q in sample_corpus:
+            if q.title != p.title and q.title in p.text:
+                g.add_triple(p.title, "mentions", q.title, [p.id])
+                g.link(q.title, p.id)
+    return g
+
+
+@pytest.fixture(scope="session")
+def sample_index(tmp_path_factory, sample_corpus, sample_graph):
+    """The sample corpus indexed with the real MiniLM embedder, saved on disk."""
+    from kgrag_plugins.index.store import KnowledgeIndex
+
+    path = tmp_path_factory.mktemp("sample") / "index"
+    return KnowledgeIndex.build(sample_corpus, path, graph=sample_graph, progress=False)

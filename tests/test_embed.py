@@ -1,0 +1,82 @@
+"""Embedders: the bundled MiniLM (real model, offline) and the OpenAI-compatible endpoint."""
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+
+from kgrag_plugins.models.embed import Embedder, OpenAICompatibleEmbedder, default_embedder
+
+
+def test_minilm_vectors_are_normalised_and_meaningful():
+    emb = default_embedder()
+    assert isinstance(emb, Embedder) and emb.dim == 384
+    v = emb.embed(["The cat sits on the mat.", "A feline rests on a rug.", "Stock markets fell sharply."])
+    assert v.dtype == np.float32 and v.shape == (3, 384)
+    np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    assert v[0] @ v[1] > v[0] @ v[2] + 0.3
+    assert emb.embed([]).shape == (0, 384)
+    assert default_embedder() is emb  # loaded once per process
+
+
+def test_batching_does_not_change_vectors():
+    emb = default_embedder()
+    texts = [f"sentence number {i} about rivers and cities" for i in range(10)]
+    old = emb.batch_size
+    try:
+        emb.batch_size = 3
+        a = emb.embed(texts)
+    finally:
+        emb.batch_size = old
+    np.testing.assert_allclose(a, emb.embed(texts), atol=1e-5)
+
+
+class _EmbedHandler(BaseHTTPRequestHandler):
+    calls: list = []
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).calls.append(body)
+        if body["input"] == ["boom"]:
+            self.send_response(500)
+            self.end_headers()
+            return
+        # vector = [len(text), 1, 0]; returned in reverse order to test index sorting
+        data = [{"index": i, "embedding": [float(len(t)), 1.0, 0.0]} for i, t in enumerate(body["input"])]
+        out = json.dumps({"data": data[::-1]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+
+def test_openai_compatible_embedder():
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _EmbedHandler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{srv.server_address[1]}/v1"
+        emb = OpenAICompatibleEmbedder(url, "tiny-embed", batch_size=2)
+        assert emb.dim == 3  # probed with one request
+        v = emb.embed(["ab", "abcd", "a"])
+        expected = np.array([[2, 1, 0], [4, 1, 0], [1, 1, 0]], dtype=np.float32)
+        expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+        np.testing.assert_allclose(v, expected, atol=1e-6)
+        assert [c["input"] for c in _EmbedHandler.calls[1:]] == [["ab", "abcd"], ["a"]]
+        assert all(c["model"] == "tiny-embed" for c in _EmbedHandler.calls)
+        with pytest.raises(RuntimeError, match="HTTP 500"):
+            emb.embed(["boom"])
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_openai_compatible_embedder_needs_config(monkeypatch):
+    monkeypatch.delenv("KGRAG_EMBED_BASE_URL", raising=False)
+    monkeypatch.delenv("KGRAG_EMBED_MODEL", raising=False)
+    with pytest.raises(ValueError, match="KGRAG_EMBED_BASE_URL"):
+        OpenAICompatibleEmbedder()
