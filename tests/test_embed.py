@@ -80,3 +80,13 @@ def test_openai_compatible_embedder_needs_config(monkeypatch):
     monkeypatch.delenv("KGRAG_EMBED_MODEL", raising=False)
     with pytest.raises(ValueError, match="KGRAG_EMBED_BASE_URL"):
         OpenAICompatibleEmbedder()
+
+
+def test_small_input_fast_path_gives_encode_vectors():
+    emb = default_embedder()
+    texts = ["Where was Marie Curie born?", "a much longer query about the river that flows through Warsaw"]
+    fast = emb.embed(texts)  # <= 8 texts: direct forward pass
+    ref = emb._model.encode(texts, convert_to_numpy=True, normalize_embeddings=True)
+    np.testing.assert_allclose(fast, ref, atol=1e-5)
+    many = emb.embed(texts * 5)  # > 8 texts: the batched encode path
+    np.testing.assert_allclose(many[:2], fast, atol=1e-5)
