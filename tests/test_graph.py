@@ -136,3 +136,10 @@ def test_empty_graph():
     assert g.personalized_pagerank({}).shape == (0,)
     assert g.k_hop([], 3) == {} and g.num_triples == 0
     assert g.adjacency().shape == (0, 0)
+
+
+def test_links_stay_current_after_new_links(graph):
+    assert sorted(graph.entities_of("p2")) == ["warsaw"]
+    graph.link("vistula", "p2")  # invalidates the cached incidence matrices
+    assert sorted(graph.entities_of("p2")) == ["vistula", "warsaw"]
+    assert graph.passages_of("vistula") == ["p2"]

@@ -111,6 +111,7 @@ class KnowledgeGraph:
         e = self._row(entity_id)
         self._ent_passages.setdefault(e, set()).add(self._passage_index(passage_id))
         self._cache.pop("links", None)
+        self._cache.pop("links_csc", None)
 
     # ------------------------------------------------------------------ lookups
     def _row(self, entity_id: str) -> int:
@@ -172,7 +173,9 @@ class KnowledgeGraph:
         p = self._pidx.get(passage_id)
         if p is None:
             return []
-        links = self.link_matrix().tocsc()
+        if "links_csc" not in self._cache:
+            self._cache["links_csc"] = self.link_matrix().tocsc()
+        links = self._cache["links_csc"]
         return [self._entities[e].id for e in links.indices[links.indptr[p] : links.indptr[p + 1]]]
 
     # ------------------------------------------------------------------ matrices
