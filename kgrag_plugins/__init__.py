@@ -3,8 +3,9 @@
 __version__ = "0.1.0"
 
 from .index.graph import KnowledgeGraph  # noqa: E402
+from .index.parsekg import ParseKG  # noqa: E402
 from .index.store import KnowledgeIndex  # noqa: E402
-from .methods.baselines import BM25Retriever, DenseRetriever, HybridRetriever  # noqa: E402
+from .methods.baselines import BM25Retriever, DenseRetriever, HybridRetriever, PPRRetriever  # noqa: E402
 from .types import Answer, Entity, Evidence, Fact, Passage, Path, ScoredPassage, Triple  # noqa: E402
 
 __all__ = [
@@ -18,8 +19,10 @@ __all__ = [
     "HybridRetriever",
     "KnowledgeGraph",
     "KnowledgeIndex",
+    "ParseKG",
     "Passage",
     "Path",
+    "PPRRetriever",
     "ScoredPassage",
     "Triple",
 ]

@@ -1,4 +1,4 @@
-"""Command line: ``kgrag demo | bench | index | ask``."""
+"""Command line: ``kgrag demo | bench | index | show-graph | linking | ask``."""
 
 from __future__ import annotations
 
@@ -40,9 +40,74 @@ def _cmd_index(args: argparse.Namespace) -> int:
     from .eval.datasets import load_corpus_jsonl
     from .index.store import KnowledgeIndex
 
-    passages = load_corpus_jsonl(args.corpus)
-    index = KnowledgeIndex.build(passages, args.out, settings={"corpus": str(args.corpus)}, progress=True)
-    print(json.dumps({"path": str(index.path), "counts": index.counts, "timings": index.manifest["timings"]}, indent=2))
+    if not args.corpus and not args.kg:
+        raise ValueError("give --corpus FILE.jsonl (documents) and/or --kg FILE --format F (a curated KG)")
+    passages = load_corpus_jsonl(args.corpus) if args.corpus else []
+    if args.corpus and not passages:
+        raise ValueError(f"{args.corpus} contains no passages")
+    graph, load_report, llm = None, None, None
+    if args.kg:
+        from .index.load import load_kg
+
+        if not args.format:
+            raise ValueError("--kg needs --format (metaqa, tsv, openie, wikidata5m)")
+        if args.builder:
+            raise ValueError("use either --kg (import a graph) or --builder (build one from --corpus), not both")
+        graph, load_report = load_kg(args.kg, args.format, on_error=args.on_error)
+        print(f"loaded {args.format} KG: {load_report.to_dict()}", file=sys.stderr)
+    elif args.builder == "llm":
+        from .models.llm import OpenAICompatibleLLM
+
+        llm = OpenAICompatibleLLM.from_env()
+    settings = {"corpus": str(args.corpus) if args.corpus else None, "kg": str(args.kg) if args.kg else None}
+    if load_report is not None:
+        settings["kg_load"] = load_report.to_dict()
+    index = KnowledgeIndex.build(
+        passages,
+        args.out,
+        builder=args.builder,
+        graph=graph,
+        llm=llm,
+        entity_vectors=args.entity_vectors,
+        settings=settings,
+        progress=True,
+    )
+    summary = {
+        "path": str(index.path),
+        "builder": args.builder,
+        "counts": index.counts,
+        "timings": {k: round(v, 2) for k, v in index.manifest["timings"].items()},
+    }
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def _cmd_show_graph(args: argparse.Namespace) -> int:
+    from .index.draw import draw_neighbourhood
+    from .index.store import KnowledgeIndex
+
+    index = KnowledgeIndex.open(args.index)
+    info = draw_neighbourhood(index.graph, args.entity, args.out, hops=args.hops, max_nodes=args.max_nodes)
+    print(json.dumps(info, indent=2, ensure_ascii=False))
+    return 0
+
+
+def _cmd_linking(args: argparse.Namespace) -> int:
+    from .eval.bench import dataset_index
+    from .eval.datasets import load_dataset
+    from .eval.linking import linking_quality
+
+    out = {}
+    for name in args.dataset.split(","):
+        ds = load_dataset(name.strip(), data_dir=args.data_dir, limit=args.limit)
+        index, _ = dataset_index(ds, cache_dir=args.cache_dir, builder=args.builder)
+        out[ds.name] = linking_quality(index, ds, hops=args.hops)
+        out[ds.name]["builder"] = args.builder
+        out[ds.name]["graph_s"] = round(index.manifest["timings"].get("graph_s", 0.0), 2)
+        print(json.dumps({ds.name: out[ds.name]}, indent=2))
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(out, indent=2), encoding="utf-8")
     return 0
 
 
@@ -91,10 +156,43 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--quiet", action="store_true", help="no progress bars")
     b.set_defaults(func=_cmd_bench)
 
-    i = sub.add_parser("index", help="build a knowledge index from a corpus JSONL ({id,title,text} per line)")
-    i.add_argument("--corpus", type=Path, required=True)
+    i = sub.add_parser(
+        "index",
+        help="build a knowledge index from a corpus JSONL ({id,title,text} per line) and/or a curated KG",
+    )
+    i.add_argument("--corpus", type=Path, default=None, help="passages, one JSON object per line")
+    i.add_argument(
+        "--builder",
+        choices=["mentions", "parsekg", "llm"],
+        default=None,
+        help="build a graph from the corpus: mentions/parsekg (spaCy, no LLM) or llm ($KGRAG_LLM_BASE_URL)",
+    )
+    i.add_argument("--kg", type=Path, default=None, help="import a curated KG file (or Wikidata5M directory)")
+    i.add_argument("--format", choices=["metaqa", "tsv", "openie", "wikidata5m"], default=None)
+    i.add_argument(
+        "--on-error", choices=["skip", "raise"], default="skip", help="bad KG lines: skip and count, or stop"
+    )
+    i.add_argument("--entity-vectors", action="store_true", help="embed entities now (default: on first use)")
     i.add_argument("--out", type=Path, required=True)
     i.set_defaults(func=_cmd_index)
+
+    g = sub.add_parser("show-graph", help="draw an entity's neighbourhood from a saved index (PNG or HTML)")
+    g.add_argument("index", type=Path)
+    g.add_argument("--entity", required=True, help="entity name (or id)")
+    g.add_argument("--hops", type=int, default=2)
+    g.add_argument("--max-nodes", type=int, default=60)
+    g.add_argument("--out", type=Path, required=True, help="FILE.png or FILE.html")
+    g.set_defaults(func=_cmd_show_graph)
+
+    lq = sub.add_parser("linking", help="gold-title reachability of a dataset's questions in a built graph")
+    lq.add_argument("--dataset", required=True, help="comma list, e.g. musique,hotpotqa,2wikimultihopqa")
+    lq.add_argument("--builder", choices=["mentions", "parsekg"], default="mentions")
+    lq.add_argument("--hops", type=int, default=2)
+    lq.add_argument("--limit", type=int, default=None)
+    lq.add_argument("--data-dir", type=Path, default=None)
+    lq.add_argument("--cache-dir", type=Path, default=None)
+    lq.add_argument("--out", type=Path, default=None)
+    lq.set_defaults(func=_cmd_linking)
 
     a = sub.add_parser("ask", help="retrieve evidence for a question from a saved index")
     a.add_argument("--index", type=Path, required=True)

@@ -18,7 +18,7 @@ from .config import env
 from .eval.datasets import Question, load_corpus_jsonl, load_questions_jsonl
 from .eval.metrics import recall_at_k
 from .index.store import KnowledgeIndex
-from .methods.baselines import BM25Retriever, DenseRetriever, HybridRetriever
+from .methods.baselines import BM25Retriever, DenseRetriever, HybridRetriever, PPRRetriever
 from .types import Passage
 
 
@@ -39,7 +39,7 @@ def _short(text: str, n: int = 110) -> str:
 
 
 def run_demo(out: TextIO, *, index_dir: str | Path | None = None, k: int = 3, llm=None) -> dict[str, float]:
-    """Build the sample index, run every retriever on every sample question, print evidence.
+    """Build the sample index (with its mentions graph), run every retriever on every sample question, print evidence.
 
     Returns mean Recall@k per retriever (the demo's own sanity check).
     """
@@ -47,14 +47,24 @@ def run_demo(out: TextIO, *, index_dir: str | Path | None = None, k: int = 3, ll
     with tempfile.TemporaryDirectory(prefix="kgrag-demo-") as tmp:
         path = Path(index_dir) if index_dir else Path(tmp) / "index"
         t0 = time.perf_counter()
-        index = KnowledgeIndex.build(corpus, path, settings={"corpus": "kgrag sample"}, progress=False)
+        index = KnowledgeIndex.build(
+            corpus, path, builder="mentions", settings={"corpus": "kgrag sample"}, progress=False
+        )
         print(f"Indexed {len(corpus)} sample passages in {time.perf_counter() - t0:.1f}s -> {index!r}\n", file=out)
         if llm is None and env("LLM_BASE_URL"):
             from .models.llm import OpenAICompatibleLLM
 
             llm = OpenAICompatibleLLM.from_env()
             print(f"Generating answers with {llm!r}\n", file=out)
-        retrievers = [DenseRetriever(index), BM25Retriever(index), HybridRetriever(index)]
+        print(
+            "Knowledge graph (LLM-free `mentions` builder: titles + spaCy NER, sentence co-occurrence): "
+            f"{index.graph.num_entities} entities, {index.graph.num_triples} triples. To look at it:\n"
+            f"  kgrag show-graph {path if index_dir else 'DIR'} --entity 'Marie Curie' --out curie.html"
+            + ("" if index_dir else "   (after `kgrag demo --index-dir DIR`)")
+            + "\n",
+            file=out,
+        )
+        retrievers = [DenseRetriever(index), BM25Retriever(index), HybridRetriever(index), PPRRetriever(index)]
         recalls: dict[str, list[float]] = {r.name: [] for r in retrievers}
         for q in questions:
             print(f"Q: {q.question}   (gold answer: {q.answers[0]})", file=out)

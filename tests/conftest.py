@@ -96,4 +96,4 @@ def sample_index(tmp_path_factory, sample_corpus, sample_graph):
     from kgrag_plugins.index.store import KnowledgeIndex
 
     path = tmp_path_factory.mktemp("sample") / "index"
-    return KnowledgeIndex.build(sample_corpus, path, graph=sample_graph, progress=False)
+    return KnowledgeIndex.build(sample_corpus, path, graph=sample_graph, entity_vectors=True, progress=False)

@@ -116,7 +116,7 @@ def test_demo_generates_answers_with_an_llm(sample_questions):
     assert len(llm.calls) == len(sample_questions)
     prompt = llm.calls[0]["messages"][-1]["content"]
     assert sample_questions[0].question in prompt and "[1] " in prompt
-    assert set(summary) == {"dense", "bm25", "hybrid"} and summary["hybrid"] >= 0.5
+    assert set(summary) == {"dense", "bm25", "hybrid", "ppr"} and summary["hybrid"] >= 0.5
 
 
 def test_bench_on_real_data(data_dir, tmp_path):
@@ -134,3 +134,57 @@ def test_dense_reproduces_independent_musique_measurement(data_dir):
     assert r["recall@5"] == pytest.approx(0.558, abs=0.02)
     assert r["recall@2"] == pytest.approx(0.428, abs=0.02)
     assert load_dataset("musique", data_dir).questions and report["n_questions"] == 251
+
+
+def test_bench_builds_the_graph_a_retriever_needs(mini_data, tmp_path, sample_questions):
+    """`ppr` needs a mentions graph: bench builds it next to the plain index, reusing its vectors."""
+    report = run_bench("popqa", ["dense", "ppr"], data_dir=mini_data, cache_dir=tmp_path / "c", progress=False)
+    assert report["results"]["ppr"]["builder"] == "mentions" and "builder" not in report["results"]["dense"]
+    g = report["graphs"]["mentions"]
+    assert g["counts"]["passages"] == 45 and g["counts"]["entities"] > 45 and g["graph_s"] > 0
+    dirs = sorted(p.name for p in (tmp_path / "c").iterdir())
+    assert len(dirs) == 2 and dirs[1] == dirs[0] + "-mentions"
+    plain = KnowledgeIndex.open(tmp_path / "c" / dirs[0])
+    graph = KnowledgeIndex.open(tmp_path / "c" / dirs[1])
+    assert graph.manifest["builder"] == "mentions" and "embed_passages_s" not in graph.manifest["timings"]
+    # same passage vectors, not re-embedded
+    import numpy as np
+
+    np.testing.assert_array_equal(graph.passages.vectors, plain.passages.vectors)
+    assert 0 <= report["results"]["ppr"]["recall@5"] <= 1
+    again = run_bench("popqa", ["ppr"], data_dir=mini_data, cache_dir=tmp_path / "c", progress=False)
+    assert again["results"]["ppr"]["recall@5"] == report["results"]["ppr"]["recall@5"]
+
+
+def test_cli_index_builder_show_graph_and_errors(tmp_path, capsys, sample_corpus):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps(p.to_dict()) + "\n" for p in sample_corpus[:12]))
+    assert main(["index", "--corpus", str(corpus), "--builder", "parsekg", "--out", str(tmp_path / "idx")]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["builder"] == "parsekg"
+    assert summary["counts"]["sentences"] > 12 and summary["counts"]["hyperrelations"] > 0
+    assert {"graph_s", "embed_passages_s"} <= set(summary["timings"])
+    manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
+    assert manifest["counts"] == summary["counts"] and manifest["build_stats"]["builder"] == "parsekg"
+
+    html = tmp_path / "g.html"
+    assert main(["show-graph", str(tmp_path / "idx"), "--entity", "marie curie", "--out", str(html)]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["name"] == "Marie Curie" and info["nodes"] > 1 and "<svg" in html.read_text()
+    assert main(["show-graph", str(tmp_path / "idx"), "--entity", "Marie Curry", "--out", str(html)]) == 2
+    assert "Marie Curie" in capsys.readouterr().err  # suggestion
+
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert main(["index", "--corpus", str(empty), "--out", str(tmp_path / "x")]) == 2
+    assert "contains no passages" in capsys.readouterr().err
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "text": "x"}\n{not json\n')
+    assert main(["index", "--corpus", str(bad), "--out", str(tmp_path / "x")]) == 2
+    assert "bad.jsonl:2" in capsys.readouterr().err
+    dup = tmp_path / "dup.jsonl"
+    dup.write_text('{"id": "a", "text": "x"}\n{"id": "a", "text": "y"}\n')
+    assert main(["index", "--corpus", str(dup), "--out", str(tmp_path / "x")]) == 2
+    assert "duplicate passage id 'a'" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists() or not (tmp_path / "x" / "manifest.json").exists()
+    assert main(["index", "--out", str(tmp_path / "x")]) == 2

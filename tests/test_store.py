@@ -36,7 +36,7 @@ def test_manifest_describes_the_index(sample_index, sample_corpus, sample_graph)
         "triples": sample_graph.num_triples,
         "relations": 1,
     }
-    assert {"embed_passages_s", "chroma_s", "bm25_s", "embed_graph_s"} <= set(m["timings"])
+    assert {"embed_passages_s", "chroma_s", "bm25_s", "embed_entities_s"} <= set(m["timings"])
     assert m["chroma"]["mode"] == "embedded" and (sample_index.path / m["generation"]).is_dir()
 
 

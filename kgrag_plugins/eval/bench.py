@@ -26,16 +26,17 @@ from tqdm.auto import tqdm
 from .. import config
 from ..index.store import KnowledgeIndex, read_manifest
 from ..methods.base import Retriever
-from ..methods.baselines import BM25Retriever, DenseRetriever, HybridRetriever
+from ..methods.baselines import BM25Retriever, DenseRetriever, HybridRetriever, PPRRetriever
 from ..models.embed import Embedder, default_embedder
 from .datasets import Dataset, load_dataset
 from .metrics import answer_recall_at_k, mean, recall_at_k
 
-#: name -> (factory, build-timing keys the retriever's index parts cost).
-RETRIEVERS: dict[str, tuple[Callable[[KnowledgeIndex], Retriever], tuple[str, ...]]] = {
-    "dense": (DenseRetriever, ("embed_passages_s", "chroma_s")),
-    "bm25": (BM25Retriever, ("bm25_s",)),
-    "hybrid": (HybridRetriever, ("embed_passages_s", "chroma_s", "bm25_s")),
+#: name -> (factory, build-timing keys the retriever's index parts cost, graph builder it needs).
+RETRIEVERS: dict[str, tuple[Callable[[KnowledgeIndex], Retriever], tuple[str, ...], str | None]] = {
+    "dense": (DenseRetriever, ("embed_passages_s", "chroma_s"), None),
+    "bm25": (BM25Retriever, ("bm25_s",), None),
+    "hybrid": (HybridRetriever, ("embed_passages_s", "chroma_s", "bm25_s"), None),
+    "ppr": (PPRRetriever, ("embed_passages_s", "chroma_s", "graph_s"), "mentions"),
 }
 
 K_VALUES = (2, 5)
@@ -50,26 +51,44 @@ def dataset_index(
     *,
     cache_dir: str | Path | None = None,
     embedder: Embedder | None = None,
+    builder: str | None = None,
     progress: bool = True,
 ) -> tuple[KnowledgeIndex, bool]:
-    """The cached index for a dataset's corpus (keyed by corpus hash and embedder).
+    """The cached index for a dataset's corpus (keyed by corpus hash, embedder and builder).
 
-    Returns ``(index, reused)``. A cache entry whose corpus hash does not match is rebuilt.
+    Returns ``(index, reused)``. A cache entry whose corpus hash does not match is rebuilt. A
+    graph index (``builder`` given) reuses the passage vectors of the plain index.
     """
     if dataset.corpus is None:
         raise ValueError(f"dataset {dataset.name!r} has no passage corpus to index")
     embedder = embedder or default_embedder()
     chash = dataset.corpus_hash()
-    path = Path(cache_dir or config.cache_dir()) / f"{_slug(dataset.name)}-{chash}-{_slug(embedder.name)}"
+    name = f"{_slug(dataset.name)}-{chash}-{_slug(embedder.name)}" + (f"-{builder}" if builder else "")
+    path = Path(cache_dir or config.cache_dir()) / name
     if (path / "manifest.json").is_file():
         try:
             if read_manifest(path).get("corpus_hash") == chash:
                 return KnowledgeIndex.open(path, embedder=embedder), True
         except (ValueError, FileNotFoundError) as e:  # damaged cache entry: rebuild it
             print(f"[kgrag] rebuilding cached index at {path}: {e}")
+    if builder is None:
+        index = KnowledgeIndex.build(
+            dataset.corpus, path, embedder=embedder, settings={"dataset": dataset.name}, progress=progress
+        )
+        return index, False
+    base, _ = dataset_index(dataset, cache_dir=cache_dir, embedder=embedder, progress=progress)
+    by_id = {p.id: i for i, p in enumerate(base.passages)}
+    vectors = base.passages.vectors[[by_id[p.id] for p in dataset.corpus]]
     index = KnowledgeIndex.build(
-        dataset.corpus, path, embedder=embedder, settings={"dataset": dataset.name}, progress=progress
+        dataset.corpus,
+        path,
+        embedder=embedder,
+        builder=builder,
+        vectors=vectors,
+        settings={"dataset": dataset.name},
+        progress=progress,
     )
+    index.manifest["timings"].setdefault("embed_passages_s", base.manifest["timings"].get("embed_passages_s", 0.0))
     return index, False
 
 
@@ -77,9 +96,7 @@ def _percentile(values: Sequence[float], q: float) -> float:
     return float(np.percentile(np.asarray(values, dtype=float), q)) if values else 0.0
 
 
-def evaluate_retriever(
-    retriever: Retriever, dataset: Dataset, *, k: int = 5, progress: bool = True
-) -> dict[str, Any]:
+def evaluate_retriever(retriever: Retriever, dataset: Dataset, *, k: int = 5, progress: bool = True) -> dict[str, Any]:
     """Recall@2/@5, answer_recall@5 and latency of one retriever over a dataset's questions."""
     questions = dataset.questions
     if questions:
@@ -128,7 +145,7 @@ def run_bench(
     ds = load_dataset(dataset, data_dir=data_dir, limit=limit)
     t0 = time.perf_counter()
     index, reused = dataset_index(ds, cache_dir=cache_dir, progress=progress)
-    timings = index.manifest.get("timings", {})
+    indexes: dict[str | None, KnowledgeIndex] = {None: index}
     report: dict[str, Any] = {
         "dataset": ds.name,
         "n_questions": len(ds.questions),
@@ -140,10 +157,20 @@ def run_bench(
         "results": {},
     }
     for name in retrievers:
-        factory, parts = RETRIEVERS[name]
-        result = evaluate_retriever(factory(index), ds, progress=progress)
+        factory, parts, builder = RETRIEVERS[name]
+        if builder not in indexes:
+            indexes[builder], _ = dataset_index(ds, cache_dir=cache_dir, builder=builder, progress=progress)
+            report.setdefault("graphs", {})[builder] = {
+                "counts": indexes[builder].counts,
+                "graph_s": round(indexes[builder].manifest["timings"].get("graph_s", 0.0), 2),
+            }
+        idx = indexes[builder]
+        timings = idx.manifest.get("timings", {})
+        result = evaluate_retriever(factory(idx), ds, progress=progress)
         # Build cost of the index parts this retriever reads, measured when the index was built.
         result["index_seconds"] = round(sum(float(timings.get(p, 0.0)) for p in parts), 2)
+        if builder:
+            result["builder"] = builder
         report["results"][name] = result
     if out:
         out = Path(out)

@@ -100,9 +100,7 @@ def _iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             except json.JSONDecodeError as e:
                 raise ValueError(f"{path}:{lineno}: malformed JSON line: {e}") from None
             if not isinstance(row, dict):
-                raise ValueError(
-                    f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}"
-                )
+                raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
             yield lineno, row
 
 
@@ -209,9 +207,7 @@ def load_questions_jsonl(path: str | Path) -> list[Question]:
                 id=qid,
                 question=row["question"],
                 answers=answers,
-                supporting_passage_ids=_str_list(
-                    row.get("supporting_passage_ids"), where, "supporting_passage_ids"
-                ),
+                supporting_passage_ids=_str_list(row.get("supporting_passage_ids"), where, "supporting_passage_ids"),
                 supporting_titles=_str_list(row.get("supporting_titles"), where, "supporting_titles"),
                 hops=_hops(row.get("hops"), where),
                 type=str(row.get("type") or ""),
@@ -235,9 +231,7 @@ def _dir(root: Path, sub: str) -> Path:
 def _simple(sub: str) -> Callable[[Path, str], Dataset]:
     def load(root: Path, name: str) -> Dataset:
         d = _dir(root, sub)
-        return Dataset(
-            name, load_questions_jsonl(d / "questions.jsonl"), load_corpus_jsonl(d / "corpus.jsonl")
-        )
+        return Dataset(name, load_questions_jsonl(d / "questions.jsonl"), load_corpus_jsonl(d / "corpus.jsonl"))
 
     return load
 
@@ -320,9 +314,7 @@ DATASETS: tuple[str, ...] = tuple(_LOADERS)
 ALIASES: dict[str, str] = {"2wiki": "2wikimultihopqa", "hotpot": "hotpotqa"}
 
 
-def load_dataset(
-    name: str, data_dir: str | Path | None = None, limit: int | None = None
-) -> Dataset:
+def load_dataset(name: str, data_dir: str | Path | None = None, limit: int | None = None) -> Dataset:
     """Load a named benchmark from ``data_dir`` (default :func:`kgrag_plugins.config.data_dir`).
 
     * ``musique``, ``hotpotqa``, ``2wikimultihopqa`` (alias ``2wiki``), ``popqa``: questions + the

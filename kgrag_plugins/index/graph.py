@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 from array import array
 from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Literal
+from typing import Iterable, Iterator, Literal, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -29,6 +30,16 @@ class UnknownEntityError(KeyError):
         return str(self.args[0]) if self.args else "unknown entity"
 
 
+@dataclass
+class Removal:
+    """Outcome of :meth:`KnowledgeGraph.remove_passages`: masks over the old entity rows and
+    triple indices (``True`` = kept) and the ids of removed entities."""
+
+    entity_keep: np.ndarray
+    triple_keep: np.ndarray
+    removed_entities: list[str]
+
+
 class KnowledgeGraph:
     """An in-memory directed multigraph of entities and relation-labelled triples.
 
@@ -37,7 +48,12 @@ class KnowledgeGraph:
     """
 
     def __init__(self) -> None:
-        self._entities: list[Entity] = []
+        # Entities are stored column-wise (no per-entity object) so millions fit in memory.
+        self._ids: list[str] = []
+        self._names: list[str] = []
+        self._aliases: list[tuple[str, ...]] = []
+        self._descs: list[str] = []
+        self._types: list[str] = []
         self._eidx: dict[str, int] = {}
         self._relations: list[str] = []
         self._ridx: dict[str, int] = {}
@@ -50,24 +66,34 @@ class KnowledgeGraph:
         self._pidx: dict[str, int] = {}
         self._ent_passages: dict[int, set[int]] = {}
         self._cache: dict[str, object] = {}
+        #: Small JSON-able facts about the graph kept by builders (saved as meta.json).
+        self.meta: dict = {}
 
     # ------------------------------------------------------------------ building
     def add_entity(self, entity: Entity) -> int:
         """Add an entity (or merge aliases/description into an existing one); return its row."""
         i = self._eidx.get(entity.id)
         if i is not None:
-            old = self._entities[i]
-            for a in entity.aliases:
-                if a not in old.aliases and a != old.name:
-                    old.aliases.append(a)
-            old.description = old.description or entity.description
-            old.type = old.type or entity.type
+            old = self._aliases[i]
+            new = tuple(a for a in dict.fromkeys(entity.aliases) if a not in old and a != self._names[i])
+            if new:
+                self._aliases[i] = old + new
+            self._descs[i] = self._descs[i] or entity.description
+            self._types[i] = self._types[i] or entity.type
             return i
-        i = len(self._entities)
-        self._entities.append(Entity(entity.id, entity.name, list(entity.aliases), entity.description, entity.type))
+        i = len(self._ids)
+        self._ids.append(entity.id)
+        self._names.append(entity.name)
+        self._aliases.append(tuple(a for a in dict.fromkeys(entity.aliases) if a != entity.name))
+        self._descs.append(entity.description)
+        self._types.append(entity.type)
         self._eidx[entity.id] = i
         self._cache.clear()
         return i
+
+    def set_description(self, entity_id: str, description: str) -> None:
+        """Replace an entity's description."""
+        self._descs[self._row(entity_id)] = description
 
     def _relation_index(self, relation: str) -> int:
         r = self._ridx.get(relation)
@@ -113,6 +139,118 @@ class KnowledgeGraph:
         self._cache.pop("links", None)
         self._cache.pop("links_csc", None)
 
+    @classmethod
+    def from_columns(
+        cls,
+        ids: Sequence[str],
+        names: Sequence[str],
+        relations: Sequence[str],
+        heads: np.ndarray,
+        rels: np.ndarray,
+        tails: np.ndarray,
+        *,
+        aliases: Sequence[Sequence[str]] | None = None,
+        descriptions: Sequence[str] | None = None,
+        types: Sequence[str] | None = None,
+        dedupe: bool = True,
+    ) -> "KnowledgeGraph":
+        """Bulk-build a graph from columns (the path for curated KGs with millions of triples).
+
+        ``heads``/``tails`` are entity row indices into ``ids``, ``rels`` indices into
+        ``relations``. Duplicate triples are dropped with ``dedupe`` (one ``np.unique``), which
+        avoids the per-triple dict that :meth:`add_triple` keeps.
+        """
+        g = cls()
+        n = len(ids)
+        g._ids = list(ids)
+        g._eidx = {e: i for i, e in enumerate(g._ids)}
+        if len(g._eidx) != n:
+            raise ValueError("from_columns: entity ids are not unique")
+        g._names = list(names)
+        empty: tuple[str, ...] = ()
+        g._aliases = [tuple(a) if a else empty for a in aliases] if aliases is not None else [empty] * n
+        g._descs = list(descriptions) if descriptions is not None else [""] * n
+        g._types = list(types) if types is not None else [""] * n
+        if not (len(g._names) == len(g._aliases) == len(g._descs) == len(g._types) == n):
+            raise ValueError("from_columns: entity columns differ in length")
+        g._relations = list(relations)
+        g._ridx = {r: i for i, r in enumerate(g._relations)}
+        h, r, t = (np.ascontiguousarray(x, dtype=np.int32) for x in (heads, rels, tails))
+        if not (len(h) == len(r) == len(t)):
+            raise ValueError("from_columns: triple columns differ in length")
+        if len(h):
+            if h.min() < 0 or t.min() < 0 or max(h.max(), t.max()) >= n:
+                raise ValueError("from_columns: triple endpoint outside the entity table")
+            if r.min() < 0 or r.max() >= len(g._relations):
+                raise ValueError("from_columns: triple relation outside the relation table")
+        if dedupe and len(h):
+            if (n + 1) ** 2 * (len(g._relations) + 1) < 2**62:
+                key = (h.astype(np.int64) * (len(g._relations) + 1) + r) * (n + 1) + t
+                _, first = np.unique(key, return_index=True)
+            else:  # ids too large to pack into one int64: unique over rows
+                _, first = np.unique(np.stack([h, r, t], axis=1), axis=0, return_index=True)
+            first.sort()
+            h, r, t = h[first], r[first], t[first]
+        g._h, g._r, g._t = array("i", h.tobytes()), array("i", r.tobytes()), array("i", t.tobytes())
+        return g
+
+    def remove_passages(self, passage_ids: Iterable[str]) -> "Removal":
+        """Forget passages: unlink them, drop the triples read only from them, and drop entities
+        that no remaining passage mentions (with their triples). Curated triples (no sources) and
+        entities never linked to a passage stay. Returns what was kept, so callers can compact
+        arrays aligned with entity rows or triple indices (vectors)."""
+        gone = {self._pidx[p] for p in passage_ids if p in self._pidx}
+        n_e, n_t = len(self._ids), len(self._h)
+        ekeep = np.ones(n_e, dtype=bool)
+        tkeep = np.ones(n_t, dtype=bool)
+        if not gone:
+            return Removal(ekeep, tkeep, [])
+        for e, ps in self._ent_passages.items():
+            if ps & gone:
+                ps -= gone
+                if not ps:
+                    ekeep[e] = False
+        for ti, srcs in self._triple_src.items():
+            kept = [p for p in srcs if p not in gone]
+            if len(kept) != len(srcs):
+                srcs[:] = kept
+                if not kept:
+                    tkeep[ti] = False
+        h, r, t = (a.copy() for a in self._arrays())
+        tkeep &= ekeep[h] & ekeep[t]
+        removed = [self._ids[i] for i in np.flatnonzero(~ekeep)]
+        if removed and "title_entities" in self.meta:
+            gone_ids = set(removed)
+            self.meta["title_entities"] = [e for e in self.meta["title_entities"] if e not in gone_ids]
+        # compact entities
+        erow = np.cumsum(ekeep) - 1
+        keep_rows = np.flatnonzero(ekeep)
+        self._ids = [self._ids[i] for i in keep_rows]
+        self._names = [self._names[i] for i in keep_rows]
+        self._aliases = [self._aliases[i] for i in keep_rows]
+        self._descs = [self._descs[i] for i in keep_rows]
+        self._types = [self._types[i] for i in keep_rows]
+        self._eidx = {e: i for i, e in enumerate(self._ids)}
+        # compact passages
+        pkeep = [p for p in range(len(self._passage_ids)) if p not in gone]
+        prow = {old: new for new, old in enumerate(pkeep)}
+        self._passage_ids = [self._passage_ids[p] for p in pkeep]
+        self._pidx = {p: i for i, p in enumerate(self._passage_ids)}
+        self._ent_passages = {
+            int(erow[e]): {prow[p] for p in ps} for e, ps in self._ent_passages.items() if ekeep[e] and ps
+        }
+        # compact triples
+        trow = np.cumsum(tkeep) - 1
+        self._triple_src = {
+            int(trow[ti]): [prow[p] for p in srcs] for ti, srcs in self._triple_src.items() if tkeep[ti] and srcs
+        }
+        self._h = array("i", erow[h[tkeep]].astype(np.int32).tobytes())
+        self._r = array("i", r[tkeep].astype(np.int32).tobytes())
+        self._t = array("i", erow[t[tkeep]].astype(np.int32).tobytes())
+        self._triple_key = None
+        self._cache.clear()
+        return Removal(ekeep, tkeep, removed)
+
     # ------------------------------------------------------------------ lookups
     def _row(self, entity_id: str) -> int:
         try:
@@ -124,11 +262,11 @@ class KnowledgeGraph:
         return entity_id in self._eidx
 
     def __len__(self) -> int:
-        return len(self._entities)
+        return len(self._ids)
 
     @property
     def num_entities(self) -> int:
-        return len(self._entities)
+        return len(self._ids)
 
     @property
     def num_triples(self) -> int:
@@ -141,13 +279,20 @@ class KnowledgeGraph:
 
     @property
     def entity_ids(self) -> list[str]:
-        return [e.id for e in self._entities]
+        return list(self._ids)
+
+    def _entity_at(self, i: int) -> Entity:
+        return Entity(self._ids[i], self._names[i], list(self._aliases[i]), self._descs[i], self._types[i])
 
     def entity(self, entity_id: str) -> Entity:
-        return self._entities[self._row(entity_id)]
+        """The entity with this id (a copy: change it with ``add_entity``/``set_description``)."""
+        return self._entity_at(self._row(entity_id))
 
     def entities(self) -> Iterator[Entity]:
-        return iter(self._entities)
+        return (self._entity_at(i) for i in range(len(self._ids)))
+
+    def name_of(self, entity_id: str) -> str:
+        return self._names[self._row(entity_id)]
 
     def index_of(self, entity_id: str) -> int:
         """Row index of an entity (the position in vectors and PPR score arrays)."""
@@ -155,11 +300,11 @@ class KnowledgeGraph:
 
     def names(self) -> dict[str, str]:
         """Entity id -> name, for verbalising triples and paths."""
-        return {e.id: e.name for e in self._entities}
+        return dict(zip(self._ids, self._names))
 
     def triple(self, i: int) -> Triple:
         src = [self._passage_ids[p] for p in self._triple_src.get(i, ())]
-        return Triple(self._entities[self._h[i]].id, self._relations[self._r[i]], self._entities[self._t[i]].id, src)
+        return Triple(self._ids[self._h[i]], self._relations[self._r[i]], self._ids[self._t[i]], src)
 
     def triples(self) -> Iterator[Triple]:
         return (self.triple(i) for i in range(len(self._h)))
@@ -176,7 +321,7 @@ class KnowledgeGraph:
         if "links_csc" not in self._cache:
             self._cache["links_csc"] = self.link_matrix().tocsc()
         links = self._cache["links_csc"]
-        return [self._entities[e].id for e in links.indices[links.indptr[p] : links.indptr[p + 1]]]
+        return [self._ids[e] for e in links.indices[links.indptr[p] : links.indptr[p + 1]]]
 
     # ------------------------------------------------------------------ matrices
     def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -192,13 +337,14 @@ class KnowledgeGraph:
         if key not in self._cache:
             h, _, t = self._arrays()
             rows, cols = (h, t) if direction == "out" else (t, h)
-            n = len(self._entities)
+            n = len(self._ids)
             data = np.arange(1, len(h) + 1, dtype=np.int64)
             # Build CSR by hand: the coo->csr constructor would sum parallel edges.
-            order = np.lexsort((cols, rows))
+            # One stable argsort of a packed int64 key (3x faster than lexsort at 21M edges).
+            order = np.argsort(rows.astype(np.int64) * max(n, 1) + cols, kind="stable")
             indptr = np.zeros(n + 1, dtype=np.int64)
-            np.add.at(indptr, rows[order] + 1, 1)
-            m = sp.csr_matrix((data[order], cols[order], np.cumsum(indptr)), shape=(n, n))
+            indptr[1:] = np.cumsum(np.bincount(rows, minlength=n))
+            m = sp.csr_matrix((data[order], cols[order], indptr), shape=(n, n))
             self._cache[key] = m
         return self._cache[key]  # type: ignore[return-value]
 
@@ -215,7 +361,7 @@ class KnowledgeGraph:
                 cols.extend(ps)
             m = sp.csr_matrix(
                 (np.ones(len(rows), dtype=np.float32), (rows, cols)),
-                shape=(len(self._entities), len(self._passage_ids)),
+                shape=(len(self._ids), len(self._passage_ids)),
             )
             self._cache["links"] = m
         return self._cache["links"]  # type: ignore[return-value]
@@ -234,7 +380,7 @@ class KnowledgeGraph:
             m = self._csr(d)  # type: ignore[arg-type]
             lo, hi = m.indptr[e], m.indptr[e + 1]
             for nb, ti in zip(m.indices[lo:hi], m.data[lo:hi]):
-                out.append((int(ti) - 1, self._entities[nb].id, d))
+                out.append((int(ti) - 1, self._ids[nb], d))
         out.sort(key=lambda x: x[0])
         return [(nb, self._relations[self._r[ti]], d) for ti, nb, d in out]
 
@@ -258,7 +404,7 @@ class KnowledgeGraph:
                     if v not in dist:
                         dist[v] = dist[u] + 1
                         queue.append(v)
-        return {self._entities[i].id: d for i, d in dist.items()}
+        return {self._ids[i]: d for i, d in dist.items()}
 
     def subgraph(self, entity_ids: Iterable[str]):
         """The induced subgraph as a ``networkx.MultiDiGraph`` (edges keyed by relation)."""
@@ -267,15 +413,14 @@ class KnowledgeGraph:
         rows = {self._row(e) for e in entity_ids}
         g = nx.MultiDiGraph()
         for i in rows:
-            ent = self._entities[i]
-            g.add_node(ent.id, name=ent.name, type=ent.type, description=ent.description)
+            g.add_node(self._ids[i], name=self._names[i], type=self._types[i], description=self._descs[i])
         out = self._csr("out")
         for u in rows:
             lo, hi = out.indptr[u], out.indptr[u + 1]
             for v, ti in zip(out.indices[lo:hi], out.data[lo:hi]):
                 if int(v) in rows:
                     rel = self._relations[self._r[int(ti) - 1]]
-                    g.add_edge(self._entities[u].id, self._entities[v].id, key=rel, relation=rel)
+                    g.add_edge(self._ids[u], self._ids[v], key=rel, relation=rel)
         return g
 
     def personalized_pagerank(
@@ -293,7 +438,7 @@ class KnowledgeGraph:
         undirected unless ``directed``; parallel edges add weight. Dangling mass restarts at the
         seeds. Returns scores aligned with entity rows (``index_of``), summing to 1.
         """
-        n = len(self._entities)
+        n = len(self._ids)
         if n == 0:
             return np.zeros(0)
         s = np.zeros(n)
@@ -328,8 +473,8 @@ class KnowledgeGraph:
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         with open(d / "entities.jsonl", "w", encoding="utf-8") as f:
-            for e in self._entities:
-                f.write(json.dumps(e.to_dict(), ensure_ascii=False) + "\n")
+            for i in range(len(self._ids)):
+                f.write(json.dumps(self._entity_at(i).to_dict(), ensure_ascii=False) + "\n")
         (d / "relations.json").write_text(json.dumps(self._relations, ensure_ascii=False), encoding="utf-8")
         (d / "passage_ids.json").write_text(json.dumps(self._passage_ids), encoding="utf-8")
         h, r, t = self._arrays()
@@ -341,6 +486,7 @@ class KnowledgeGraph:
             src_idx.extend(self._triple_src[int(k)])
             src_ptr[j + 1] = len(src_idx)
         np.savez(d / "triple_sources.npz", keys=src_keys, indptr=src_ptr, indices=np.array(src_idx, np.int64))
+        (d / "meta.json").write_text(json.dumps(self.meta, ensure_ascii=False), encoding="utf-8")
         links = self.link_matrix()
         np.savez(d / "links.npz", indptr=links.indptr, indices=links.indices, shape=np.array(links.shape))
 
@@ -354,8 +500,12 @@ class KnowledgeGraph:
                 for line_no, line in enumerate(f, 1):
                     if line.strip():
                         e = Entity.from_dict(json.loads(line))
-                        g._eidx[e.id] = len(g._entities)
-                        g._entities.append(e)
+                        g._eidx[e.id] = len(g._ids)
+                        g._ids.append(e.id)
+                        g._names.append(e.name)
+                        g._aliases.append(tuple(e.aliases))
+                        g._descs.append(e.description)
+                        g._types.append(e.type)
             g._relations = json.loads((d / "relations.json").read_text(encoding="utf-8"))
             g._ridx = {r: i for i, r in enumerate(g._relations)}
             g._passage_ids = json.loads((d / "passage_ids.json").read_text(encoding="utf-8"))
@@ -369,6 +519,8 @@ class KnowledgeGraph:
             with np.load(d / "triple_sources.npz") as z:
                 keys, ptr, idx = z["keys"], z["indptr"], z["indices"]
             g._triple_src = {int(k): idx[ptr[j] : ptr[j + 1]].tolist() for j, k in enumerate(keys)}
+            if (d / "meta.json").is_file():
+                g.meta = json.loads((d / "meta.json").read_text(encoding="utf-8"))
             with np.load(d / "links.npz") as z:
                 indptr, indices = z["indptr"], z["indices"]
             for e in range(len(indptr) - 1):

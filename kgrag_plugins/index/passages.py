@@ -24,6 +24,7 @@ from ..types import Passage
 #: corpus sizes of a few thousand to a few hundred thousand passages.
 HNSW = {"space": "cosine", "ef_construction": 200, "ef_search": 200, "max_neighbors": 32}
 
+
 def chroma_client(path: str | Path | None = None, url: str | None = None):
     """A Chroma client: ``HttpClient`` for ``url`` (or ``KGRAG_CHROMA_URL``), else embedded.
 
@@ -107,12 +108,10 @@ class PassageStore:
         chroma_dir = Path(directory) / "chroma" if directory is not None and not url else None
         t0 = time.perf_counter()
         client = chroma_client(chroma_dir, url)
-        collection = client.create_collection(
-            name=name, configuration={"hnsw": dict(HNSW)}, embedding_function=None
-        )
+        collection = client.create_collection(name=name, configuration={"hnsw": dict(HNSW)}, embedding_function=None)
         _add_batched(client, collection, passages, vectors, progress)
         t1 = time.perf_counter()
-        bm25 = _build_bm25(passages)
+        bm25 = _build_bm25(passages) if passages else None  # a KG-only index has no passages
         info = {"mode": "http" if url else ("embedded" if chroma_dir else "memory"), "collection": name}
         if url:
             info["url"] = url
@@ -128,7 +127,8 @@ class PassageStore:
             for p in self._passages:
                 f.write(json.dumps(p.to_dict(), ensure_ascii=False) + "\n")
         np.save(d / "vectors.npy", self.vectors)
-        self._bm25.save(str(d / "bm25"))
+        if self._bm25 is not None:
+            self._bm25.save(str(d / "bm25"))
 
     @classmethod
     def load(cls, directory: str | Path, chroma_info: dict[str, Any]) -> "PassageStore":
@@ -152,15 +152,13 @@ class PassageStore:
         try:
             collection = client.get_collection(chroma_info["collection"], embedding_function=None)
         except Exception as e:  # chromadb raises NotFoundError / ValueError depending on version
-            raise ValueError(
-                f"Chroma collection {chroma_info['collection']!r} not found ({mode} mode): {e}"
-            ) from e
+            raise ValueError(f"Chroma collection {chroma_info['collection']!r} not found ({mode} mode): {e}") from e
         if collection.count() != len(passages):
             raise ValueError(
                 f"Chroma collection {chroma_info['collection']!r} holds {collection.count()} vectors "
                 f"but the index has {len(passages)} passages; rebuild the index"
             )
-        bm25 = bm25s.BM25.load(str(d / "bm25"))
+        bm25 = bm25s.BM25.load(str(d / "bm25")) if passages else None
         return cls(passages, vectors, collection, bm25, dict(chroma_info))
 
     def drop_collection(self) -> None:
@@ -223,7 +221,7 @@ class PassageStore:
 
         k = min(k, len(self._passages))
         tokens = bm25s.tokenize([query], stopwords="en", stemmer=self._stem, show_progress=False)
-        if k <= 0 or not tokens.vocab:
+        if k <= 0 or not tokens.vocab or self._bm25 is None:
             return []
         docs, scores = self._bm25.retrieve(tokens, k=k, show_progress=False, n_threads=1)
         return [(self._passages[int(i)], float(s)) for i, s in zip(docs[0], scores[0]) if s > 0]

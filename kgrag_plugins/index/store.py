@@ -5,15 +5,22 @@ Layout of an index directory::
     DIR/manifest.json        format version, embedder, counts, settings, current generation
     DIR/gen-<id>/passages/   passages.jsonl, vectors.npy, bm25/, chroma/ (embedded mode)
     DIR/gen-<id>/graph/      KnowledgeGraph files
-    DIR/gen-<id>/entity_vectors.npy, relation_vectors.npy
+    DIR/gen-<id>/parsekg/    ParseKG tables (``parsekg`` builder only)
+    DIR/gen-<id>/entity_vectors.npy   (when computed; see ``entity_vectors``)
+    DIR/llm_cache/           LLM extraction cache (``llm`` builder), kept across builds
 
 Saving writes a complete new generation next to the old one and then atomically replaces
 ``manifest.json`` (``os.replace``); only then is the old generation removed. A build that
 fails or is killed midway therefore never touches the index a reader opens.
+
+Graph vectors are lazy: entity vectors (``"name: description"``) cost as much as embedding
+the corpus again for a mentions graph (tens of thousands of entities), so they are computed on
+first use (or at build with ``entity_vectors=True``) and then stored in the live generation.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -29,7 +36,9 @@ from .. import __version__
 from ..config import INDEX_FORMAT_VERSION, env
 from ..models.embed import Embedder, default_embedder
 from ..types import Passage
+from .build import run_builder
 from .graph import KnowledgeGraph
+from .parsekg import ParseKG
 from .passages import PassageStore
 
 MANIFEST = "manifest.json"
@@ -82,14 +91,16 @@ class KnowledgeIndex:
         path: Path | None = None,
         entity_vectors: np.ndarray | None = None,
         relation_vectors: np.ndarray | None = None,
+        parsekg: ParseKG | None = None,
     ) -> None:
         self.passages = passages
         self.graph = graph
         self.embedder = embedder
         self.manifest = manifest
         self.path = path
-        self.entity_vectors = entity_vectors
-        self.relation_vectors = relation_vectors
+        self._entity_vectors = entity_vectors
+        self._relation_vectors = relation_vectors
+        self.parsekg = parsekg
 
     # ------------------------------------------------------------------ build
     @classmethod
@@ -100,41 +111,66 @@ class KnowledgeIndex:
         *,
         embedder: Embedder | None = None,
         graph: KnowledgeGraph | None = None,
+        builder: str | None = None,
+        llm: Any = None,
+        parsekg: ParseKG | None = None,
+        entity_vectors: bool = False,
         settings: dict[str, Any] | None = None,
         progress: bool = True,
         chroma_url: str | None = None,
+        builder_options: dict[str, Any] | None = None,
+        vectors: np.ndarray | None = None,
     ) -> "KnowledgeIndex":
-        """Embed ``passages``, index them (Chroma + BM25), attach ``graph``; save to ``path``.
+        """Embed ``passages``, index them (Chroma + BM25), build or attach a graph; save to ``path``.
 
-        Entity vectors (name + description) and relation vectors are computed for the graph.
-        With ``path`` the index is written atomically (an existing index there is replaced
-        only once the new one is complete).
+        Args:
+            builder: ``"mentions"`` / ``"parsekg"`` (LLM-free, spaCy) or ``"llm"`` (needs ``llm``)
+                builds the graph from the passages; otherwise ``graph`` (e.g. an imported
+                curated KG, see :mod:`kgrag_plugins.index.load`) is attached as is.
+            entity_vectors: compute entity vectors now instead of on first use.
+            vectors: precomputed passage vectors from this ``embedder`` (rows aligned with
+                ``passages``), e.g. to add a graph to an existing index without re-embedding.
+            path: with a path the index is written atomically (an existing index there is
+                replaced only once the new one is complete).
         """
-        passages = list(passages)
-        if not passages:
-            raise ValueError("cannot build an index from an empty corpus")
+        passages = _check_passages(passages, allow_empty=graph is not None and builder is None)
         embedder = embedder or default_embedder()
-        graph = graph or KnowledgeGraph()
         timings: dict[str, float] = {}
-        t0 = time.perf_counter()
-        vectors = embedder.embed([p.embed_text for p in passages], progress=progress)
-        timings["embed_passages_s"] = time.perf_counter() - t0
-        ent_vecs, rel_vecs = _graph_vectors(graph, embedder, progress, timings)
+        build_stats: dict[str, Any] | None = None
+        if builder is not None:
+            if graph is not None:
+                raise ValueError("pass either builder= or graph=, not both")
+            cache = Path(path) / "llm_cache" if path is not None and builder == "llm" else None
+            t0 = time.perf_counter()
+            graph, parsekg, build_stats = run_builder(
+                builder, passages, llm=llm, cache_dir=cache, progress=progress, **(builder_options or {})
+            )
+            timings["graph_s"] = time.perf_counter() - t0
+        graph = graph or KnowledgeGraph()
+        if vectors is None:
+            t0 = time.perf_counter()
+            vectors = embedder.embed([p.embed_text for p in passages], progress=progress)
+            timings["embed_passages_s"] = time.perf_counter() - t0
+        elif len(vectors) != len(passages) or (len(vectors) and vectors.shape[1] != embedder.dim):
+            raise ValueError(f"vectors have shape {vectors.shape}, expected ({len(passages)}, {embedder.dim})")
+        ent_vecs = _entity_vectors(graph, embedder, progress, timings) if entity_vectors else None
         manifest = {
             "format_version": INDEX_FORMAT_VERSION,
             "kgrag_version": __version__,
             "embedder": {"name": embedder.name, "dim": int(embedder.dim)},
             "corpus_hash": corpus_hash(passages),
+            "builder": builder,
+            "build_stats": build_stats,
             "settings": dict(settings or {}),
             "timings": timings,
         }
         if path is None:
             store = PassageStore.create(passages, vectors, None, chroma_url=chroma_url, progress=progress)
             timings.update(store.build_timings)
-            manifest.update(counts=_counts(store, graph), chroma=store.chroma_info)
-            return cls(store, graph, embedder, manifest, None, ent_vecs, rel_vecs)
+            manifest.update(counts=_counts(store, graph, parsekg), chroma=store.chroma_info)
+            return cls(store, graph, embedder, manifest, None, ent_vecs, None, parsekg)
         return cls._write_generation(
-            Path(path), passages, vectors, graph, embedder, manifest, ent_vecs, rel_vecs, chroma_url, progress
+            Path(path), passages, vectors, graph, embedder, manifest, ent_vecs, None, chroma_url, progress, parsekg
         )
 
     @classmethod
@@ -150,6 +186,7 @@ class KnowledgeIndex:
         rel_vecs: np.ndarray | None,
         chroma_url: str | None,
         progress: bool,
+        parsekg: ParseKG | None = None,
     ) -> "KnowledgeIndex":
         root.mkdir(parents=True, exist_ok=True)
         old = read_manifest(root) if (root / MANIFEST).is_file() else None
@@ -159,13 +196,15 @@ class KnowledgeIndex:
             store = PassageStore.create(passages, vectors, gdir / "passages", chroma_url=chroma_url, progress=progress)
             manifest["timings"].update(store.build_timings)
             graph.save(gdir / "graph")
+            if parsekg is not None:
+                parsekg.save(gdir / "parsekg")
             if ent_vecs is not None:
                 np.save(gdir / "entity_vectors.npy", ent_vecs)
             if rel_vecs is not None:
                 np.save(gdir / "relation_vectors.npy", rel_vecs)
             manifest.update(
                 generation=gen,
-                counts=_counts(store, graph),
+                counts=_counts(store, graph, parsekg),
                 chroma=store.chroma_info,
                 created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             )
@@ -181,7 +220,7 @@ class KnowledgeIndex:
         for stale in root.glob("gen-*"):
             if stale.name != gen:
                 shutil.rmtree(stale, ignore_errors=True)
-        return cls(store, graph, embedder, manifest, root, ent_vecs, rel_vecs)
+        return cls(store, graph, embedder, manifest, root, ent_vecs, rel_vecs, parsekg)
 
     def save(self, path: str | Path) -> "KnowledgeIndex":
         """Write this index to ``path`` atomically and return the saved index (reopened there)."""
@@ -195,10 +234,11 @@ class KnowledgeIndex:
             self.graph,
             self.embedder,
             manifest,
-            self.entity_vectors,
-            self.relation_vectors,
+            self._entity_vectors,
+            self._relation_vectors,
             self.passages.chroma_info.get("url"),
             False,
+            self.parsekg,
         )
 
     # ------------------------------------------------------------------ open
@@ -228,7 +268,8 @@ class KnowledgeIndex:
         graph = KnowledgeGraph.load(gdir / "graph")
         ent = np.load(gdir / "entity_vectors.npy") if (gdir / "entity_vectors.npy").is_file() else None
         rel = np.load(gdir / "relation_vectors.npy") if (gdir / "relation_vectors.npy").is_file() else None
-        return cls(store, graph, embedder, manifest, root, ent, rel)
+        pkg = ParseKG.load(gdir / "parsekg") if (gdir / "parsekg").is_dir() else None
+        return cls(store, graph, embedder, manifest, root, ent, rel, pkg)
 
     # ------------------------------------------------------------------ helpers
     def embed_query(self, text: str) -> np.ndarray:
@@ -237,34 +278,174 @@ class KnowledgeIndex:
 
     @property
     def counts(self) -> dict[str, int]:
-        return _counts(self.passages, self.graph)
+        return _counts(self.passages, self.graph, self.parsekg)
+
+    @property
+    def entity_vectors(self) -> np.ndarray | None:
+        """Entity vectors (rows = ``graph.index_of``) of ``"name: description"``; computed on
+        first use and stored in the index directory. ``None`` for a graph without entities."""
+        if self._entity_vectors is None and self.graph.num_entities:
+            timings: dict[str, float] = {}
+            self._entity_vectors = _entity_vectors(self.graph, self.embedder, True, timings)
+            self._persist_array("entity_vectors.npy", self._entity_vectors)
+        return self._entity_vectors
+
+    @property
+    def relation_vectors(self) -> np.ndarray | None:
+        """Vectors of the relation vocabulary (``graph.relations``); computed on first use."""
+        if self._relation_vectors is None and self.graph.relations:
+            self._relation_vectors = self.embedder.embed(self.graph.relations, progress=None)
+            self._persist_array("relation_vectors.npy", self._relation_vectors)
+        return self._relation_vectors
+
+    def _persist_array(self, name: str, arr: np.ndarray) -> None:
+        """Add a derived array to the live generation (atomic rename; readers never see a partial file)."""
+        if self.path is None or "generation" not in self.manifest:
+            return
+        gdir = self.path / self.manifest["generation"]
+        if not gdir.is_dir():
+            return
+        tmp = gdir / f".{name}.{uuid.uuid4().hex[:8]}.tmp.npy"
+        np.save(tmp, arr)
+        os.replace(tmp, gdir / name)
+
+    # ------------------------------------------------------------------ incremental updates
+    def add_passages(self, passages: Sequence[Passage], *, llm: Any = None, progress: bool = True) -> dict[str, Any]:
+        """Add passages: embed them, extend the graph with the index's builder, re-index.
+
+        The graph is extended with the builder the index was built with (none for a curated
+        KG: new passages are then only searchable as text). With a path the result is written
+        as a new generation atomically. Returns counts of what was added.
+        """
+        new = _check_passages(passages)
+        clash = sorted({p.id for p in new} & set(self.passages.ids))
+        if clash:
+            raise ValueError(f"passage id(s) already in the index: {clash[:5]}{' ...' if len(clash) > 5 else ''}")
+        graph, parsekg = copy.deepcopy(self.graph), copy.deepcopy(self.parsekg)
+        before = (graph.num_entities, graph.num_triples)
+        old_texts = (
+            [_entity_text(graph, i) for i in range(graph.num_entities)] if self._entity_vectors is not None else []
+        )
+        builder = self.manifest.get("builder")
+        if builder:
+            cache = self.path / "llm_cache" if self.path is not None and builder == "llm" else None
+            graph, parsekg, _ = run_builder(
+                builder, new, graph=graph, parsekg=parsekg, llm=llm, cache_dir=cache, progress=progress
+            )
+        vecs = self.embedder.embed([p.embed_text for p in new], progress=progress)
+        all_passages = list(self.passages) + new
+        vectors = np.concatenate([self.passages.vectors, vecs])
+        ent = self._entity_vectors
+        if ent is not None:
+            # new entities, and old ones whose description changed (e.g. their own passage arrived)
+            rows = [i for i, t in enumerate(old_texts) if _entity_text(graph, i) != t]
+            rows += list(range(len(old_texts), graph.num_entities))
+            if rows:
+                fresh = self.embedder.embed([_entity_text(graph, i) for i in rows], progress=progress)
+                ent = np.concatenate([ent, np.zeros((graph.num_entities - len(ent), ent.shape[1]), ent.dtype)])
+                ent[rows] = fresh
+        self._replace(all_passages, vectors, graph, parsekg, ent, progress)
+        return {
+            "passages": len(new),
+            "entities": graph.num_entities - before[0],
+            "triples": graph.num_triples - before[1],
+        }
+
+    def delete_passages(self, ids: Sequence[str], *, progress: bool = False) -> dict[str, Any]:
+        """Delete passages by id with everything read only from them.
+
+        Links go; triples whose every source passage is deleted go; entities no remaining
+        passage mentions go (with their triples and vectors). Unknown ids raise ``KeyError``.
+        """
+        ids = list(dict.fromkeys(ids))
+        known = set(self.passages.ids)
+        unknown = [i for i in ids if i not in known]
+        if unknown:
+            raise KeyError(f"unknown passage id(s): {unknown[:5]}{' ...' if len(unknown) > 5 else ''}")
+        gone = set(ids)
+        if len(gone) == len(known):
+            raise ValueError("cannot delete every passage of an index; build a new one instead")
+        graph, parsekg = copy.deepcopy(self.graph), copy.deepcopy(self.parsekg)
+        before = (graph.num_entities, graph.num_triples)
+        removal = graph.remove_passages(ids)
+        if parsekg is not None:
+            parsekg.remove_passages(ids, removal.removed_entities)
+        keep = [i for i, p in enumerate(self.passages) if p.id not in gone]
+        all_passages = list(self.passages)
+        ent = self._entity_vectors[removal.entity_keep] if self._entity_vectors is not None else None
+        self._replace([all_passages[i] for i in keep], self.passages.vectors[keep], graph, parsekg, ent, progress)
+        return {
+            "passages": len(ids),
+            "entities": before[0] - graph.num_entities,
+            "triples": before[1] - graph.num_triples,
+        }
+
+    def _replace(self, passages, vectors, graph, parsekg, ent, progress: bool) -> None:
+        manifest = {k: v for k, v in self.manifest.items() if k not in ("generation", "chroma", "counts")}
+        manifest["corpus_hash"] = corpus_hash(passages)
+        url = self.passages.chroma_info.get("url")
+        if self.path is None:
+            store = PassageStore.create(passages, vectors, None, chroma_url=url, progress=progress)
+            if self.passages.chroma_info.get("mode") == "http":
+                self.passages.drop_collection()
+            manifest.update(counts=_counts(store, graph, parsekg), chroma=store.chroma_info)
+            new = KnowledgeIndex(store, graph, self.embedder, manifest, None, ent, None, parsekg)
+        else:
+            new = self._write_generation(
+                self.path, passages, vectors, graph, self.embedder, manifest, ent, None, url, progress, parsekg
+            )
+        self.__dict__.update(new.__dict__)
 
     def __repr__(self) -> str:
         where = f", path={str(self.path)!r}" if self.path else ""
         return f"KnowledgeIndex({self.counts}{where})"
 
 
-def _counts(store: PassageStore, graph: KnowledgeGraph) -> dict[str, int]:
-    return {
+def _counts(store: PassageStore, graph: KnowledgeGraph, parsekg: ParseKG | None = None) -> dict[str, int]:
+    out = {
         "passages": len(store),
         "entities": graph.num_entities,
         "triples": graph.num_triples,
         "relations": len(graph.relations),
     }
+    if parsekg is not None:
+        out["sentences"] = parsekg.num_sentences
+        out["hyperrelations"] = parsekg.num_hyperrelations
+    return out
 
 
-def _graph_vectors(
+def _check_passages(passages: Iterable[Passage], allow_empty: bool = False) -> list[Passage]:
+    """A list of passages with unique, non-empty ids (non-empty unless ``allow_empty``)."""
+    passages = list(passages)
+    if not passages and not allow_empty:
+        raise ValueError("cannot build an index from an empty corpus")
+    seen: set[str] = set()
+    for i, p in enumerate(passages):
+        if not isinstance(p, Passage):
+            raise TypeError(f"item {i} is a {type(p).__name__}, not a Passage")
+        if not p.id:
+            raise ValueError(f"passage {i} has an empty id")
+        if p.id in seen:
+            raise ValueError(f"duplicate passage id {p.id!r} (item {i})")
+        seen.add(p.id)
+    return passages
+
+
+def _entity_text(graph: KnowledgeGraph, row: int) -> str:
+    e = graph._entity_at(row)
+    return f"{e.name}: {e.description}" if e.description else e.name
+
+
+def _entity_vectors(
     graph: KnowledgeGraph, embedder: Embedder, progress: bool, timings: dict[str, float]
-) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """Entity vectors from ``name: description`` and relation vectors from relation text."""
+) -> np.ndarray | None:
+    """Entity vectors of ``"name: description"`` (SA-RAG's description embedding text)."""
     if graph.num_entities == 0:
-        return None, None
+        return None
     t0 = time.perf_counter()
-    ent_texts = [f"{e.name}: {e.description}" if e.description else e.name for e in graph.entities()]
-    ent = embedder.embed(ent_texts, progress=progress)
-    rel = embedder.embed(graph.relations, progress=progress) if graph.relations else None
-    timings["embed_graph_s"] = time.perf_counter() - t0
-    return ent, rel
+    ent = embedder.embed([_entity_text(graph, i) for i in range(graph.num_entities)], progress=progress)
+    timings["embed_entities_s"] = time.perf_counter() - t0
+    return ent
 
 
 def _drop_http_collection(info: dict[str, Any]) -> None:

@@ -140,8 +140,7 @@ class OpenAICompatibleEmbedder:
         self.model = model or env("EMBED_MODEL")
         if not self.base_url or not self.model:
             raise ValueError(
-                "OpenAICompatibleEmbedder needs base_url and model "
-                "(or KGRAG_EMBED_BASE_URL and KGRAG_EMBED_MODEL)"
+                "OpenAICompatibleEmbedder needs base_url and model (or KGRAG_EMBED_BASE_URL and KGRAG_EMBED_MODEL)"
             )
         key = api_key or env("EMBED_API_KEY") or "EMPTY"
         self._client = httpx.Client(timeout=timeout, headers={"Authorization": f"Bearer {key}"})

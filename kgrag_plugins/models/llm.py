@@ -167,9 +167,7 @@ class OpenAICompatibleLLM:
                 "(e.g. http://localhost:8000/v1)"
             )
         if not model:
-            raise ValueError(
-                "OpenAICompatibleLLM needs a model: pass model=... or set KGRAG_LLM_MODEL"
-            )
+            raise ValueError("OpenAICompatibleLLM needs a model: pass model=... or set KGRAG_LLM_MODEL")
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
         self.base_url = base_url.rstrip("/")
@@ -267,13 +265,10 @@ class OpenAICompatibleLLM:
         try:
             content = data["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError):
-            raise _RetryableFailure(
-                f"response lacks choices[0].message.content: {_snippet(resp.text)}"
-            ) from None
+            raise _RetryableFailure(f"response lacks choices[0].message.content: {_snippet(resp.text)}") from None
         if not isinstance(content, str):
             raise _RetryableFailure(
-                f"choices[0].message.content is {type(content).__name__}, not a string: "
-                f"{_snippet(resp.text)}"
+                f"choices[0].message.content is {type(content).__name__}, not a string: {_snippet(resp.text)}"
             )
         self._record_usage(data.get("usage"))
         return content
@@ -293,16 +288,13 @@ class OpenAICompatibleLLM:
     def _final_error(self, attempts: int, last: _RetryableFailure) -> LLMError:
         cls = LLMTimeoutError if last.timeout else LLMResponseError
         return cls(
-            f"LLM request to {self.url} (model {self.model!r}) failed after {attempts} "
-            f"attempt(s); last error: {last}"
+            f"LLM request to {self.url} (model {self.model!r}) failed after {attempts} attempt(s); last error: {last}"
         )
 
     @staticmethod
     def _transport_failure(exc: httpx.TransportError, timeout: float) -> _RetryableFailure:
         if isinstance(exc, httpx.TimeoutException):
-            return _RetryableFailure(
-                f"timed out after {timeout}s ({type(exc).__name__})", timeout=True
-            )
+            return _RetryableFailure(f"timed out after {timeout}s ({type(exc).__name__})", timeout=True)
         return _RetryableFailure(f"{type(exc).__name__}: {exc}")
 
     # -- public API
@@ -443,10 +435,7 @@ class LlamaIndexLLM:
     def _li_messages(prompt: str | list[Message]) -> list[Any]:
         from llama_index.core.llms import ChatMessage, MessageRole
 
-        return [
-            ChatMessage(role=MessageRole(m["role"]), content=m["content"])
-            for m in _to_messages(prompt)
-        ]
+        return [ChatMessage(role=MessageRole(m["role"]), content=m["content"]) for m in _to_messages(prompt)]
 
     def complete(
         self,

