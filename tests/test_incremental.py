@@ -349,3 +349,62 @@ def test_in_memory_add_and_delete():
     assert all(p.id != "quokka" for p, _ in idx.passages.bm25_search("quokka marsupial", 5))
     assert idx.counts == idx.manifest["counts"]
     assert idx.manifest["counts"]["sentences"] == idx.parsekg.num_sentences
+
+
+# --------------------------------------------------------------------------- LLM builder through the index
+
+
+def test_llm_build_killed_midway_keeps_old_index_and_resumes_without_repeat_calls(tmp_path):
+    """builder='llm' caches per chunk under DIR/llm_cache: a crashed rebuild leaves the live index
+    untouched, and the next build only calls the LLM for chunks that never finished."""
+    import json as _json
+
+    from kgrag_plugins.models.llm import ScriptedLLM
+
+    class Killed(Exception):
+        pass
+
+    passages = [Passage(f"p{i}", f"Person{i} lives in Townville.", title=f"Person{i}") for i in range(1, 6)]
+
+    def reply(messages, fail_on=()):
+        text = messages[-1]["content"]
+        who = next(p.title for p in passages if p.title in text)
+        if who in fail_on:
+            raise Killed(who)
+        if "named_entities:" in text:
+            return _json.dumps({"triples": [[who, "lives in", "Townville"]]})
+        return _json.dumps(
+            [
+                {"name": who, "type": "PERSON", "aliases": [], "entity_information": f"{who} is a person."},
+                {"name": "Townville", "type": "GPE", "aliases": [], "entity_information": "A town."},
+            ]
+        )
+
+    emb = HashEmbedder()
+    path = tmp_path / "idx"
+    old = KnowledgeIndex.build(passages[:2], path, embedder=emb, builder="mentions", progress=False)
+    old_manifest = (path / "manifest.json").read_text()
+
+    crashing = ScriptedLLM(lambda m: reply(m, fail_on={"Person4", "Person5"}))
+    with pytest.raises(Killed):
+        KnowledgeIndex.build(
+            passages,
+            path,
+            embedder=emb,
+            builder="llm",
+            llm=crashing,
+            progress=False,
+            builder_options={"concurrency": 1},
+        )
+    assert (path / "manifest.json").read_text() == old_manifest  # the live index is untouched
+    again = KnowledgeIndex.open(path, embedder=emb)
+    assert again.counts == old.counts and again.manifest["builder"] == "mentions"
+    assert len(list((path / "llm_cache").glob("*.json"))) == 3  # Person1..3 finished
+
+    llm = ScriptedLLM(reply)
+    idx = KnowledgeIndex.build(passages, path, embedder=emb, builder="llm", llm=llm, progress=False)
+    called = {next(p.title for p in passages if p.title in c["messages"][-1]["content"]) for c in llm.calls}
+    assert called == {"Person4", "Person5"} and len(llm.calls) == 4  # NER + RE for the two missing chunks
+    assert idx.manifest["builder"] == "llm" and idx.manifest["build_stats"]["cached"] == 3
+    assert {t.relation for t in idx.graph.triples()} == {"lives in"} and idx.graph.num_triples == 5
+    assert set(idx.graph.passages_of(idx.graph.entity_ids[0])) <= {p.id for p in passages}

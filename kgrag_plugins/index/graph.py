@@ -91,6 +91,14 @@ class KnowledgeGraph:
         self._cache.clear()
         return i
 
+    def set_name(self, entity_id: str, name: str) -> None:
+        """Rename an entity; the old name becomes an alias."""
+        i = self._row(entity_id)
+        old = self._names[i]
+        if old != name:
+            self._aliases[i] = tuple(a for a in dict.fromkeys((*self._aliases[i], old)) if a != name)
+            self._names[i] = name
+
     def set_description(self, entity_id: str, description: str) -> None:
         """Replace an entity's description."""
         self._descs[self._row(entity_id)] = description

@@ -27,6 +27,7 @@ import os
 import shutil
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -120,6 +121,7 @@ class KnowledgeIndex:
         chroma_url: str | None = None,
         builder_options: dict[str, Any] | None = None,
         vectors: np.ndarray | None = None,
+        overlap: bool = True,
     ) -> "KnowledgeIndex":
         """Embed ``passages``, index them (Chroma + BM25), build or attach a graph; save to ``path``.
 
@@ -130,6 +132,8 @@ class KnowledgeIndex:
             entity_vectors: compute entity vectors now instead of on first use.
             vectors: precomputed passage vectors from this ``embedder`` (rows aligned with
                 ``passages``), e.g. to add a graph to an existing index without re-embedding.
+            overlap: run passage embedding concurrently with a spaCy builder (faster on
+                multi-core machines; ``embed_passages_s`` is then the overlapped wall time).
             path: with a path the index is written atomically (an existing index there is
                 replaced only once the new one is complete).
         """
@@ -137,20 +141,33 @@ class KnowledgeIndex:
         embedder = embedder or default_embedder()
         timings: dict[str, float] = {}
         build_stats: dict[str, Any] | None = None
+        embedding: list = []
+        options = dict(builder_options or {})
+        if vectors is None and builder in ("mentions", "parsekg") and overlap:
+            # Embed in a thread while spaCy's worker processes parse: torch releases the GIL,
+            # and the two jobs fill each other's idle time on the cores. The thread starts once
+            # the workers are forked (never fork a process with a running torch thread).
+            options["on_start"] = lambda: embedding.append(_EMBED_POOL.submit(_timed_embed, embedder, passages, False))
         if builder is not None:
             if graph is not None:
                 raise ValueError("pass either builder= or graph=, not both")
             cache = Path(path) / "llm_cache" if path is not None and builder == "llm" else None
             t0 = time.perf_counter()
-            graph, parsekg, build_stats = run_builder(
-                builder, passages, llm=llm, cache_dir=cache, progress=progress, **(builder_options or {})
-            )
+            try:
+                graph, parsekg, build_stats = run_builder(
+                    builder, passages, llm=llm, cache_dir=cache, progress=progress, **options
+                )
+            except BaseException:
+                for job in embedding:
+                    job.cancel()
+                raise
             timings["graph_s"] = time.perf_counter() - t0
         graph = graph or KnowledgeGraph()
-        if vectors is None:
-            t0 = time.perf_counter()
-            vectors = embedder.embed([p.embed_text for p in passages], progress=progress)
-            timings["embed_passages_s"] = time.perf_counter() - t0
+        if embedding:
+            vectors, timings["embed_passages_s"] = embedding[0].result()
+            timings["overlapped_embed_and_graph"] = 1.0
+        elif vectors is None:
+            vectors, timings["embed_passages_s"] = _timed_embed(embedder, passages, progress)
         elif len(vectors) != len(passages) or (len(vectors) and vectors.shape[1] != embedder.dim):
             raise ValueError(f"vectors have shape {vectors.shape}, expected ({len(passages)}, {embedder.dim})")
         ent_vecs = _entity_vectors(graph, embedder, progress, timings) if entity_vectors else None
@@ -412,6 +429,15 @@ def _counts(store: PassageStore, graph: KnowledgeGraph, parsekg: ParseKG | None 
         out["sentences"] = parsekg.num_sentences
         out["hyperrelations"] = parsekg.num_hyperrelations
     return out
+
+
+_EMBED_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kgrag-embed")
+
+
+def _timed_embed(embedder: Embedder, passages: Sequence[Passage], progress: bool) -> tuple[np.ndarray, float]:
+    t0 = time.perf_counter()
+    vecs = embedder.embed([p.embed_text for p in passages], progress=progress)
+    return vecs, time.perf_counter() - t0
 
 
 def _check_passages(passages: Iterable[Passage], allow_empty: bool = False) -> list[Passage]:

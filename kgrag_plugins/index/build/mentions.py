@@ -22,9 +22,10 @@ run on:
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ...types import Entity, Passage
 from ..graph import KnowledgeGraph
@@ -33,6 +34,7 @@ from .nlp import ParsedPassage, parse_passages, title_is_person
 
 NUMERIC_TYPES = frozenset({"DATE", "TIME", "PERCENT", "MONEY", "QUANTITY", "ORDINAL", "CARDINAL"})
 _MAX_RELATION_WORDS = 40
+_LEADING_ARTICLE = re.compile(r"^(?:the|a|an)\s+(?=\S{3})")
 
 
 @dataclass
@@ -77,8 +79,11 @@ class _Resolver:
             eid = self._new_id(key)
             self.graph.add_entity(Entity(eid, title.strip(), description=description))
             self.names.add(key, eid)
-        elif eid not in self.titled and description:
-            self.graph.set_description(eid, description)
+        elif eid not in self.titled:
+            # first seen as a mention ("the University of Paris"): the title names it now
+            self.graph.set_name(eid, title.strip())
+            if description:
+                self.graph.set_description(eid, description)
         if eid not in self.titled:
             self.titled.add(eid)
             self.graph.meta.setdefault("title_entities", []).append(eid)
@@ -91,7 +96,8 @@ class _Resolver:
         eid = self.names.get(key)
         if eid is None:
             eid = self._new_id(key)
-            self.graph.add_entity(Entity(eid, text.strip(), description=sentence.strip(), type=label))
+            name = _LEADING_ARTICLE.sub("", text.strip())  # "the University of Paris" -> "University of Paris"
+            self.graph.add_entity(Entity(eid, name, description=sentence.strip(), type=label))
             self.names.add(key, eid)
         return eid
 
@@ -183,6 +189,7 @@ def build_mentions_graph(
     graph: KnowledgeGraph | None = None,
     progress: bool = True,
     n_process: int | None = None,
+    on_start: Callable[[], None] | None = None,
     max_between: int = 10,
     window: int = 3,
 ) -> tuple[KnowledgeGraph, GraphBuildStats]:
@@ -193,7 +200,7 @@ def build_mentions_graph(
     res = _Resolver(graph)
     n_ent, n_tri = graph.num_entities, graph.num_triples
     t_spacy = 0.0
-    it = parse_passages(passages, parse=False, progress=progress, n_process=n_process)
+    it = parse_passages(passages, parse=False, progress=progress, n_process=n_process, on_start=on_start)
     while True:
         t1 = time.perf_counter()
         parsed = next(it, None)

@@ -12,7 +12,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 from ...types import Passage
 
@@ -70,9 +70,18 @@ def load_spacy(parse: bool):
 
 
 def parse_passages(
-    passages: Sequence[Passage], *, parse: bool, progress: bool = True, n_process: int | None = None
+    passages: Sequence[Passage],
+    *,
+    parse: bool,
+    progress: bool = True,
+    n_process: int | None = None,
+    on_start: Callable[[], None] | None = None,
 ) -> Iterator[ParsedPassage]:
-    """Run spaCy over passage texts (in order), yielding one :class:`ParsedPassage` each."""
+    """Run spaCy over passage texts (in order), yielding one :class:`ParsedPassage` each.
+
+    ``on_start`` is called once the worker processes exist (after the first document), so a
+    caller can start threaded work without forking a process that has running threads.
+    """
     from tqdm.auto import tqdm
 
     nlp = load_spacy(parse)
@@ -82,6 +91,9 @@ def parse_passages(
     bar = tqdm(total=len(passages), desc="spaCy", unit="passage", disable=not progress)
     try:
         for p, doc in zip(passages, docs):
+            if on_start is not None:
+                on_start()
+                on_start = None
             yield _convert(p, doc, parse)
             bar.update(1)
     finally:

@@ -23,7 +23,7 @@ Choices beyond the paper, documented:
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ...types import Passage
 from ..graph import KnowledgeGraph
@@ -85,6 +85,7 @@ def build_parsekg(
     parsekg: ParseKG | None = None,
     progress: bool = True,
     n_process: int | None = None,
+    on_start: Callable[[], None] | None = None,
     resolve_pronouns: bool = True,
 ) -> tuple[KnowledgeGraph, ParseKG, GraphBuildStats]:
     """Build (or extend) the entity graph and the ParseKG of ``passages``; see the module doc."""
@@ -95,7 +96,7 @@ def build_parsekg(
     res = _Resolver(graph)
     n_ent, n_tri, n_sent = graph.num_entities, graph.num_triples, kg.num_sentences
     t_spacy = 0.0
-    it = parse_passages(passages, parse=True, progress=progress, n_process=n_process)
+    it = parse_passages(passages, parse=True, progress=progress, n_process=n_process, on_start=on_start)
     while True:
         t1 = time.perf_counter()
         parsed = next(it, None)
