@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 from conftest import HashEmbedder
+from test_build_graph import CASH, OBAMA, SNOW
 
 from kgrag_plugins.index import graph as graph_mod
 from kgrag_plugins.index.build.linking import name_key
@@ -15,20 +16,6 @@ from kgrag_plugins.index.build.parsekg import build_parsekg
 from kgrag_plugins.index.store import KnowledgeIndex
 from kgrag_plugins.types import Passage
 
-CASH = Passage(
-    "cash",
-    "Johnny Cash admired Hank Snow. Cash was born in Kingsland, Arkansas. He toured with Elvis Presley in 1955.",
-    "Johnny Cash",
-)
-SNOW = Passage(
-    "snow",
-    "Hank Snow was a Canadian country music singer. He was born in Liverpool, Nova Scotia in 1914. "
-    "Snow recorded more than 140 albums.",
-    "Hank Snow",
-)
-OBAMA = Passage(
-    "obama", "Barack Obama was born in Honolulu. Obama served as president of the United States.", "Barack Obama"
-)
 MERKEL = Passage(
     "merkel", "Angela Merkel was elected by the Bundestag in 2005. She led Germany for sixteen years.", "Angela Merkel"
 )

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from ...types import Entity, Passage
 from ..graph import KnowledgeGraph
@@ -54,6 +54,17 @@ class GraphBuildStats:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def timed(parsed: Iterator[ParsedPassage], stats: GraphBuildStats) -> Iterator[ParsedPassage]:
+    """Pass parsed passages through, adding the time spent waiting for spaCy to ``stats.spacy_s``."""
+    while True:
+        t = time.perf_counter()
+        item = next(parsed, None)
+        stats.spacy_s += time.perf_counter() - t
+        if item is None:
+            return
+        yield item
 
 
 class _Resolver:
@@ -199,18 +210,11 @@ def build_mentions_graph(
     stats = GraphBuildStats("mentions", passages=len(passages))
     res = _Resolver(graph)
     n_ent, n_tri = graph.num_entities, graph.num_triples
-    t_spacy = 0.0
     it = parse_passages(passages, parse=False, progress=progress, n_process=n_process, on_start=on_start)
-    while True:
-        t1 = time.perf_counter()
-        parsed = next(it, None)
-        t_spacy += time.perf_counter() - t1
-        if parsed is None:
-            break
+    for parsed in timed(it, stats):
         stats.sentences += len(parsed.sentences)
         add_mentions(parsed, res, stats, max_between=max_between, window=window)
     stats.entities = graph.num_entities - n_ent
     stats.triples = graph.num_triples - n_tri
-    stats.spacy_s = t_spacy
     stats.seconds = time.perf_counter() - t0
     return graph, stats

@@ -29,7 +29,7 @@ from ...types import Passage
 from ..graph import KnowledgeGraph
 from ..parsekg import EXCLUDED_HEAD_TYPES, ParseKG
 from .linking import name_key, title_keys, usable_key
-from .mentions import GraphBuildStats, _mask, _Resolver
+from .mentions import GraphBuildStats, _mask, _Resolver, timed
 from .nlp import ParsedPassage, parse_passages, title_is_person
 
 
@@ -95,19 +95,12 @@ def build_parsekg(
     stats = GraphBuildStats("parsekg", passages=len(passages))
     res = _Resolver(graph)
     n_ent, n_tri, n_sent = graph.num_entities, graph.num_triples, kg.num_sentences
-    t_spacy = 0.0
     it = parse_passages(passages, parse=True, progress=progress, n_process=n_process, on_start=on_start)
-    while True:
-        t1 = time.perf_counter()
-        parsed = next(it, None)
-        t_spacy += time.perf_counter() - t1
-        if parsed is None:
-            break
+    for parsed in timed(it, stats):
         add_parsed(parsed, res, kg, stats, resolve_pronouns)
     stats.entities = graph.num_entities - n_ent
     stats.triples = graph.num_triples - n_tri
     stats.sentences = kg.num_sentences - n_sent
     stats.hyperrelations = kg.num_hyperrelations
-    stats.spacy_s = t_spacy
     stats.seconds = time.perf_counter() - t0
     return graph, kg, stats
