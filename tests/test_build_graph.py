@@ -516,3 +516,19 @@ def test_from_columns_and_set_description():
         g.set_description("y", "gone")
     with pytest.raises(ValueError, match="not unique"):
         KnowledgeGraph.from_columns(["x", "x"], ["X", "X"], [], np.zeros(0), np.zeros(0), np.zeros(0))
+
+
+def test_disambiguated_title_short_form_links_questions_but_not_passages():
+    play = Passage("brand", "Brand is a play by the Norwegian playwright Henrik Ibsen.", "Brand (play)")
+    other = Passage("wilm", "WILM is a radio station licensed to Wilmington, Delaware.", "WILM (AM)")
+    g, _ = build_mentions_graph([play, other], progress=False)
+    assert "Brand" in g.entity("brand play").aliases and "WILM" in g.entity("wilm am").aliases
+    # inside its own passage "Brand" is the title entity (title_keys), no separate "brand" node
+    assert "brand" not in g and g.passages_of("brand play") == ["brand"]
+    assert link_question(g, "Who wrote Brand?")[:1] == ["brand play"]
+    assert "wilm am" in link_question(g, "Which airport serves the city where WILM is licensed?")
+    # a real entity named "Brand" keeps the key: names win over aliases
+    g2, _ = build_mentions_graph(
+        [play, Passage("b2", "Russell Brand is an English comedian.", "Brand")], progress=False
+    )
+    assert NameIndex.from_graph(g2).get("brand") == "brand"

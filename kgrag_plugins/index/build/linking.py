@@ -88,14 +88,15 @@ class NameIndex:
         return len(self._by_key)
 
     @classmethod
-    def from_graph(cls, graph) -> "NameIndex":
-        """Index every entity of a graph by the keys of its name and aliases."""
+    def from_graph(cls, graph, *, aliases: bool = True) -> "NameIndex":
+        """Index every entity of a graph by the keys of its name (names win) and its aliases."""
         idx = cls()
         for e in graph.entities():
             idx.add(name_key(e.name), e.id)
-        for e in graph.entities():
-            for a in e.aliases:
-                idx.add(name_key(a), e.id)
+        if aliases:
+            for e in graph.entities():
+                for a in e.aliases:
+                    idx.add(name_key(a), e.id)
         return idx
 
     def match_ngrams(self, text: str, *, max_words: int | None = None) -> list[tuple[str, str]]:

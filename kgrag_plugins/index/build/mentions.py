@@ -29,7 +29,7 @@ from typing import Callable, Iterator, Sequence
 
 from ...types import Entity, Passage
 from ..graph import KnowledgeGraph
-from .linking import NameIndex, name_key, title_keys, usable_key
+from .linking import NameIndex, name_key, title_base, title_keys, usable_key
 from .nlp import ParsedPassage, parse_passages, title_is_person
 
 NUMERIC_TYPES = frozenset({"DATE", "TIME", "PERCENT", "MONEY", "QUANTITY", "ORDINAL", "CARDINAL"})
@@ -72,7 +72,7 @@ class _Resolver:
 
     def __init__(self, graph: KnowledgeGraph):
         self.graph = graph
-        self.names = NameIndex.from_graph(graph)
+        self.names = NameIndex.from_graph(graph, aliases=False)
         # ids of entities named by a passage title (their description is that passage's first
         # sentence); kept in graph.meta so extending a saved graph knows them too
         self.titled: set[str] = set(graph.meta.get("title_entities", ()))
@@ -90,6 +90,17 @@ class _Resolver:
             eid = self._new_id(key)
             self.graph.add_entity(Entity(eid, title.strip(), description=description))
             self.names.add(key, eid)
+        # "Brand (play)" / "WILM (AM)" / "Edsa Shangri-La, Manila": the short form is an alias,
+        # used to link questions ("the author of Brand") when no entity has it as its name.
+        # It is not added to the builder's own name index: the word "Brand" in some other
+        # passage should not silently become the play.
+        base = title_base(title)
+        short = [base] if base != title.strip() else []
+        if "," in base:
+            short.append(base.split(",")[0].strip())
+        short = [a for a in short if usable_key(name_key(a)) and name_key(a) != key]
+        if short:
+            self.graph.add_entity(Entity(eid, title.strip(), aliases=short))
         elif eid not in self.titled:
             # first seen as a mention ("the University of Paris"): the title names it now
             self.graph.set_name(eid, title.strip())
