@@ -111,6 +111,15 @@ class _Resolver:
             self.graph.meta.setdefault("title_entities", []).append(eid)
         return eid
 
+    def passage_title(self, parsed: ParsedPassage) -> tuple[str | None, set[str]]:
+        """The passage's title entity (created if needed) and the keys that name it inside the
+        passage; ``(None, set())`` for an untitled passage."""
+        p = parsed.passage
+        if not p.title.strip() or not usable_key(name_key(p.title)):
+            return None, set()
+        first = parsed.sentence_text(0).strip() if parsed.sentences else p.text[:300]
+        return self.title_entity(p.title, first), title_keys(p.title, title_is_person(p.title, parsed.mentions))
+
     def mention_entity(self, text: str, label: str, sentence: str) -> str | None:
         key = name_key(text)
         if not usable_key(key):
@@ -156,9 +165,7 @@ def add_mentions(
     """Add one parsed passage's entities, links and co-occurrence triples to ``res.graph``."""
     g, p = res.graph, parsed.passage
     text = p.text
-    first_sentence = parsed.sentence_text(0).strip() if parsed.sentences else text[:300]
-    tid = res.title_entity(p.title, first_sentence) if p.title.strip() and usable_key(name_key(p.title)) else None
-    local = title_keys(p.title, title_is_person(p.title, parsed.mentions)) if tid else set()
+    tid, local = res.passage_title(parsed)
     per_sent: dict[int, list[tuple[int, int, str]]] = {}
     for m in parsed.mentions:
         if m.label in NUMERIC_TYPES:

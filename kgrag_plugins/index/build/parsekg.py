@@ -28,9 +28,9 @@ from typing import Callable, Sequence
 from ...types import Passage
 from ..graph import KnowledgeGraph
 from ..parsekg import EXCLUDED_HEAD_TYPES, ParseKG
-from .linking import name_key, title_keys, usable_key
+from .linking import name_key
 from .mentions import GraphBuildStats, _mask, _Resolver, timed
-from .nlp import ParsedPassage, parse_passages, title_is_person
+from .nlp import ParsedPassage, parse_passages
 
 
 def add_parsed(
@@ -38,9 +38,7 @@ def add_parsed(
 ) -> None:
     g, p = res.graph, parsed.passage
     text = p.text
-    first = parsed.sentence_text(0).strip() if parsed.sentences else text[:300]
-    tid = res.title_entity(p.title, first) if p.title.strip() and usable_key(name_key(p.title)) else None
-    local = title_keys(p.title, title_is_person(p.title, parsed.mentions)) if tid else set()
+    tid, local = res.passage_title(parsed)
     per_sent: dict[int, list[tuple[int, int, str, bool]]] = {}
     for m in parsed.mentions:
         eid = tid if tid and name_key(m.text) in local else None
