@@ -349,7 +349,7 @@ class KnowledgeIndex:
             graph, parsekg, _ = run_builder(
                 builder, new, graph=graph, parsekg=parsekg, llm=llm, cache_dir=cache, progress=progress
             )
-        vecs = self.embedder.embed([p.embed_text for p in new], progress=progress)
+        vecs, _ = _timed_embed(self.embedder, new, progress)
         all_passages = list(self.passages) + new
         vectors = np.concatenate([self.passages.vectors, vecs])
         ent = self._entity_vectors

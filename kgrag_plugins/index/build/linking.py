@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Iterable
 
 _NON_ALNUM = re.compile(r"[^0-9a-z]+")
 _PAREN = re.compile(r"\s*\([^)]*\)\s*$")
@@ -146,7 +145,3 @@ def link_question(graph, text: str, *, names: NameIndex | None = None, use_ner: 
                 found.append(eid)
     found.extend(eid for _, eid in names.match_ngrams(text))
     return list(dict.fromkeys(found))
-
-
-def dedupe(items: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(items))

@@ -339,30 +339,21 @@ def _looks_like(extract: Callable[[Any], list | None], item_type: type | tuple[t
     return accept
 
 
-def _parse_entities(text: str) -> list[dict[str, Any]] | None:
-    """Entities of an NER reply (bad items skipped), or None if no usable JSON was found."""
-    items = _entity_list(_parse_json(text, accept=_looks_like(_entity_list, dict)))
+def _valid_items(items: list | None, convert: Callable[[Any], Any]) -> list | None:
+    """``convert`` each item, skipping those it rejects (``None``); ``None`` if no list was found."""
     if items is None:
         return None
-    out = []
-    for item in items:
-        ent = _as_entity(item)
-        if ent is not None:
-            out.append(ent)
-    return out
+    return [x for x in map(convert, items) if x is not None]
+
+
+def _parse_entities(text: str) -> list[dict[str, Any]] | None:
+    """Entities of an NER reply (bad items skipped), or None if no usable JSON was found."""
+    return _valid_items(_entity_list(_parse_json(text, accept=_looks_like(_entity_list, dict))), _as_entity)
 
 
 def _parse_triples(text: str) -> list[list[str]] | None:
     """Triples of an RE reply (bad items skipped), or None if no usable JSON was found."""
-    items = _triple_list(_parse_json(text, accept=_looks_like(_triple_list, (list, tuple))))
-    if items is None:
-        return None
-    out = []
-    for item in items:
-        t = _as_triple(item)
-        if t is not None:
-            out.append(t)
-    return out
+    return _valid_items(_triple_list(_parse_json(text, accept=_looks_like(_triple_list, (list, tuple)))), _as_triple)
 
 
 # --------------------------------------------------------------------------- per-chunk work

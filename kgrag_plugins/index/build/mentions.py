@@ -30,7 +30,7 @@ from typing import Callable, Iterator, Sequence
 from ...types import Entity, Passage
 from ..graph import KnowledgeGraph
 from .linking import NameIndex, name_key, title_base, title_keys, usable_key
-from .nlp import ParsedPassage, parse_passages, title_is_person
+from .nlp import ParsedPassage, parse_passages
 
 NUMERIC_TYPES = frozenset({"DATE", "TIME", "PERCENT", "MONEY", "QUANTITY", "ORDINAL", "CARDINAL"})
 _MAX_RELATION_WORDS = 40
@@ -118,7 +118,7 @@ class _Resolver:
         if not p.title.strip() or not usable_key(name_key(p.title)):
             return None, set()
         first = parsed.sentence_text(0).strip() if parsed.sentences else p.text[:300]
-        return self.title_entity(p.title, first), title_keys(p.title, title_is_person(p.title, parsed.mentions))
+        return self.title_entity(p.title, first), title_keys(p.title, parsed.title_is_person)
 
     def mention_entity(self, text: str, label: str, sentence: str) -> str | None:
         key = name_key(text)

@@ -43,6 +43,8 @@ class ParsedPassage:
     pronoun_subjects: dict[int, tuple[int, int, str]] = field(default_factory=dict)
     #: sentence index -> (start, end) of a sentence-initial pronoun (cheap coreference cue)
     leading_pronouns: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: whether NER tags the passage's own title as a PERSON (enables surname matching)
+    title_is_person: bool = False
 
     def sentence_text(self, i: int) -> str:
         a, b = self.sentences[i]
@@ -122,13 +124,15 @@ def title_is_person(title: str, mentions: list[Mention]) -> bool:
     return any(m.label == "PERSON" and name_key(m.text) in keys for m in mentions)
 
 
-def _title_mentions(p: Passage, doc, mentions: list[Mention], sent_of_token: dict, parse: bool) -> list[Mention]:
+def _title_mentions(
+    p: Passage, doc, mentions: list[Mention], sent_of_token: dict, parse: bool, person: bool
+) -> list[Mention]:
     """Occurrences of the passage's own title that NER missed ("Bonetti was known for ...")."""
     if not p.title.strip():
         return []
     taken = [(m.start, m.end) for m in mentions]
     out: list[Mention] = []
-    for form in _title_forms(p.title, title_is_person(p.title, mentions)):
+    for form in _title_forms(p.title, person):
         for hit in re.finditer(r"(?<!\w)" + re.escape(form) + r"(?!\w)", p.text):
             a, b = hit.span()
             if any(a < e and s < b for s, e in taken):
@@ -156,9 +160,10 @@ def _convert(p: Passage, doc, parse: bool) -> ParsedPassage:
             continue
         dep = ent.root.dep_ if parse else ""
         mentions.append(Mention(text, ent.label_, ent.start_char, ent.end_char, sent_of_token.get(ent.start, 0), dep))
-    mentions.extend(_title_mentions(p, doc, mentions, sent_of_token, parse))
+    person = title_is_person(p.title, mentions)
+    mentions.extend(_title_mentions(p, doc, mentions, sent_of_token, parse, person))
     mentions.sort(key=lambda m: m.start)
-    out = ParsedPassage(p, spans, mentions)
+    out = ParsedPassage(p, spans, mentions, title_is_person=person)
     for i, s in enumerate(sents):
         first = next((t for t in s if not t.is_space and not t.is_punct), None)
         if first is not None and first.lower_ in PRONOUNS:
