@@ -97,3 +97,12 @@ def sample_index(tmp_path_factory, sample_corpus, sample_graph):
 
     path = tmp_path_factory.mktemp("sample") / "index"
     return KnowledgeIndex.build(sample_corpus, path, graph=sample_graph, entity_vectors=True, progress=False)
+
+
+@pytest.fixture(scope="session")
+def sample_mentions_index(tmp_path_factory, sample_corpus):
+    """The sample corpus with the LLM-free ``mentions`` graph (what ``kgrag demo`` builds)."""
+    from kgrag_plugins.index.store import KnowledgeIndex
+
+    path = tmp_path_factory.mktemp("sample-mentions") / "index"
+    return KnowledgeIndex.build(sample_corpus, path, builder="mentions", progress=False)

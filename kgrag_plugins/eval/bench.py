@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 from .. import config
 from ..index.store import KnowledgeIndex, read_manifest
 from ..methods.base import Retriever
+from ..methods.activation import ActivationRetriever
 from ..methods.baselines import BM25Retriever, DenseRetriever, HybridRetriever, PPRRetriever
 from ..models.embed import Embedder, default_embedder
 from .datasets import Dataset, load_dataset
@@ -37,6 +38,7 @@ RETRIEVERS: dict[str, tuple[Callable[[KnowledgeIndex], Retriever], tuple[str, ..
     "bm25": (BM25Retriever, ("bm25_s",), None),
     "hybrid": (HybridRetriever, ("embed_passages_s", "chroma_s", "bm25_s"), None),
     "ppr": (PPRRetriever, ("embed_passages_s", "chroma_s", "graph_s"), "mentions"),
+    "activation": (ActivationRetriever, ("embed_passages_s", "chroma_s", "graph_s"), "mentions"),
 }
 
 K_VALUES = (2, 5)

@@ -184,6 +184,10 @@ class PassageStore:
         except KeyError:
             raise KeyError(f"unknown passage id {pid!r}") from None
 
+    def at(self, position: int) -> Passage:
+        """The passage at a row of ``vectors``."""
+        return self._passages[position]
+
     def position(self, pid: str) -> int:
         """Row of a passage in ``vectors``."""
         return self._pos[pid]

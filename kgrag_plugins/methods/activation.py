@@ -1,0 +1,397 @@
+"""Spreading-activation engine shared by KG-Infused RAG (METHODS.md §1) and SA-RAG (§4).
+
+Both methods start from seed entities found by embedding similarity, grow an activated part of
+the knowledge graph round by round (KG-Infused: LLM/embedding triple selection over a frontier;
+SA-RAG: weighted breadth-first accumulation) and hand back the activated facts. The pieces they
+share live here:
+
+- :func:`seed_entities` — top-k entities by cosine between the query and entity vectors
+  (``"name: description"``; KG-Infused RAG §3.2 / SA-RAG §3 step 2).
+- :func:`out_triples` — an entity's outgoing triples, capped by a seeded random sample
+  (KG-Infused code: ``N_MAX_TRIPLES_EACH_ENTITY`` = 50, ``random.sample`` with seed 42).
+- :func:`rescale` — SA-RAG's edge-weight rescaling ``max(0, (w - c) / (1 - c))``, c = 0.4.
+- :func:`spread_bfs` — SA-RAG's per-seed BFS accumulation ``a(v) <- min(1, a(v) + w·a(u))``.
+- :class:`ActivationMemory` — activated entities with their values, accumulated triples
+  (ordered, de-duplicated), the explored set, frontier bookkeeping with the per-round cap
+  (``MAX_ENTITIES_PER_ROUND`` = 10) and a per-round trace.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..index.graph import KnowledgeGraph
+from ..index.store import KnowledgeIndex
+from ..types import Evidence, Fact, ScoredPassage
+from .base import Retriever
+
+#: KG-Infused RAG caps (METHODS.md §1(b)).
+MAX_TRIPLES_PER_ENTITY = 50
+MAX_ENTITIES_PER_ROUND = 10
+
+
+def rescale(weights: np.ndarray | float, c: float = 0.4) -> np.ndarray | float:
+    """SA-RAG edge weights: ``max(0, (w - c) / (1 - c))`` (paper §5.5 "linear factor c")."""
+    if not 0 <= c < 1:
+        raise ValueError(f"rescaling constant c must be in [0, 1), got {c}")
+    out = np.maximum(0.0, (np.asarray(weights, dtype=np.float64) - c) / (1.0 - c))
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def seed_entities(index: KnowledgeIndex, query_vector: np.ndarray, k: int) -> list[tuple[str, float]]:
+    """The ``k`` entities whose vectors are most similar (cosine) to the query.
+
+    Entity vectors embed ``"name: description"`` (SA-RAG's text; KG-Infused RAG's code embeds the
+    description alone — one vector per entity serves both, a documented deviation).
+    """
+    vecs = index.entity_vectors
+    if vecs is None or k < 1:
+        return []
+    sims = vecs @ np.asarray(query_vector, dtype=vecs.dtype)
+    k = min(k, len(sims))
+    top = np.argpartition(-sims, k - 1)[:k]
+    top = top[np.argsort(-sims[top], kind="stable")]
+    ids = index.graph.entity_ids
+    return [(ids[i], float(sims[i])) for i in top]
+
+
+def out_triples(graph: KnowledgeGraph, entity_id: str, cap: int = MAX_TRIPLES_PER_ENTITY, seed: int = 42) -> list[int]:
+    """Indices of an entity's outgoing triples, in triple order; a seeded random sample of
+    ``cap`` (kept in triple order) when there are more (KG-Infused RAG code)."""
+    out = graph.adjacency("out")
+    row = graph.index_of(entity_id)
+    tis = sorted(int(t) - 1 for t in out.data[out.indptr[row] : out.indptr[row + 1]])
+    if cap and len(tis) > cap:
+        tis = sorted(random.Random(seed).sample(tis, cap))
+    return tis
+
+
+def triple_text(graph: KnowledgeGraph, ti: int, sep: str = " ") -> str:
+    """Verbalise triple ``ti`` with entity names: ``"head relation tail"`` (``sep=" | "`` gives
+    KG-Infused RAG's ``head | relation | tail``)."""
+    t = graph.triple(ti)
+    return sep.join((graph.name_of(t.head), t.relation, graph.name_of(t.tail)))
+
+
+def spread_bfs(
+    adjacency: Mapping[Any, Sequence[tuple[Any, float]]],
+    seeds: Sequence[Any],
+    activation: dict[Any, float] | None = None,
+) -> dict[Any, float]:
+    """SA-RAG spreading activation (METHODS.md §4(b); code ``_diffusion_process``).
+
+    For each seed in order: ``a(seed) = max(1, a(seed))``; a BFS from the seed with a fresh
+    visited set expands every node at most once, using its activation at expansion time, and
+    updates *every* neighbour ``a(v) <- min(1, a(v) + w_uv · a(u))`` (already visited
+    neighbours gain activation too but do not re-spread it). Activations persist across seeds.
+    ``adjacency`` maps a node to ``(neighbour, rescaled weight)`` pairs (undirected: both
+    directions listed). Returns the activation dict (updated in place when given).
+    """
+    act: dict[Any, float] = activation if activation is not None else {}
+    for s in seeds:
+        act[s] = max(1.0, act.get(s, 0.0))
+        visited = {s}
+        queue: deque[Any] = deque([s])
+        while queue:
+            u = queue.popleft()
+            au = act.get(u, 0.0)
+            for v, w in adjacency.get(u, ()):
+                if w > 0:
+                    act[v] = min(1.0, act.get(v, 0.0) + w * au)
+                if v not in visited:
+                    visited.add(v)
+                    queue.append(v)
+    return act
+
+
+@dataclass
+class RoundTrace:
+    """What one activation round did (all entity references are ids)."""
+
+    round: int
+    frontier: list[str]
+    candidates: int = 0
+    selected: list[str] = field(default_factory=list)  # verbalised triples chosen this round
+    activated: dict[str, float] = field(default_factory=dict)  # newly activated entity -> value
+    next_frontier: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class ActivationMemory:
+    """Activation state of one query: ``G_q^act`` and ``E_q^act`` (KG-Infused RAG Eq. 5).
+
+    - ``activation``: entity id -> activation value in [0, 1] (insertion order = activation order)
+    - ``triples``: accumulated triple indices, de-duplicated, in selection order
+    - ``explored``: entities that were ever in a frontier (never expanded twice)
+    - ``rounds``: one :class:`RoundTrace` per round
+    """
+
+    def __init__(self, graph: KnowledgeGraph, seeds: Iterable[tuple[str, float]] = ()) -> None:
+        self.graph = graph
+        self.seeds: list[tuple[str, float]] = []
+        self.activation: dict[str, float] = {}
+        self.triples: list[int] = []
+        self._triple_set: set[int] = set()
+        self.explored: set[str] = set()
+        self.rounds: list[RoundTrace] = []
+        for eid, score in seeds:
+            self.seeds.append((eid, float(score)))
+            self.activate(eid, 1.0)
+
+    def activate(self, entity_id: str, value: float = 1.0) -> float:
+        """Raise an entity's activation to at least ``value`` (capped at 1); returns it."""
+        v = min(1.0, max(self.activation.get(entity_id, 0.0), float(value)))
+        self.activation[entity_id] = v
+        return v
+
+    def add_triples(self, triple_ids: Iterable[int], *, value: float | None = 1.0) -> list[int]:
+        """Add triples (order kept, duplicates and already-held triples dropped); returns the new
+        ones. Their endpoints are activated with ``value`` (``None``: leave activation alone)."""
+        new: list[int] = []
+        for ti in triple_ids:
+            ti = int(ti)
+            if ti in self._triple_set:
+                continue
+            self._triple_set.add(ti)
+            self.triples.append(ti)
+            new.append(ti)
+            if value is not None:
+                t = self.graph.triple(ti)
+                self.activate(t.head, value)
+                self.activate(t.tail, value)
+        return new
+
+    def next_frontier(self, triple_ids: Iterable[int], cap: int = MAX_ENTITIES_PER_ROUND) -> list[str]:
+        """KG-Infused RAG Eq. 6: tails of ``triple_ids`` not yet explored, de-duplicated in order,
+        truncated to ``cap``; they are marked explored."""
+        out: list[str] = []
+        for ti in triple_ids:
+            tail = self.graph.triple(int(ti)).tail
+            if tail in self.explored or tail in out:
+                continue
+            out.append(tail)
+            if cap and len(out) >= cap:
+                break
+        self.explored.update(out)
+        return out
+
+    def facts(self, scores: Mapping[int, float] | None = None, sep: str = " ") -> list[Fact]:
+        """The accumulated triples as :class:`~kgrag_plugins.types.Fact` (``kind="fact"``)."""
+        out = []
+        for ti in self.triples:
+            t = self.graph.triple(ti)
+            out.append(
+                Fact(
+                    triple_text(self.graph, ti, sep),
+                    kind="fact",
+                    score=float((scores or {}).get(ti, 1.0)),
+                    data={"head": t.head, "relation": t.relation, "tail": t.tail, "sources": t.source_ids},
+                )
+            )
+        return out
+
+    def trace(self) -> dict[str, Any]:
+        """JSON-able trace: seeds, rounds, final activation (entity names included)."""
+        g = self.graph
+        return {
+            "seeds": [{"id": e, "name": g.name_of(e), "score": round(s, 4)} for e, s in self.seeds],
+            "rounds": [r.to_dict() for r in self.rounds],
+            "activated": {e: round(v, 4) for e, v in self.activation.items()},
+            "activated_names": {g.name_of(e): round(v, 4) for e, v in self.activation.items()},
+            "facts": [triple_text(g, ti) for ti in self.triples],
+        }
+
+
+# =========================================================================== the recommended retriever
+class ActivationRetriever(Retriever):
+    """The project's recommended LLM-free spreading-activation retriever (``"activation"``).
+
+    Activation spreads by personalized PageRank (a form of spreading activation with decay
+    ``damping`` per hop and restart at the sources) over one graph whose nodes are the
+    entities *and* the passages of the index: passage–entity edges from the mention links
+    (weight 1) and entity–entity edges from the triples (weight ``entity_edge_weight``, 0.5;
+    undirected, parallel triples count once). Two kinds of sources are activated:
+
+    - **question entities** (:func:`~kgrag_plugins.index.build.linking.link_question`: NER +
+      name n-grams), each weighted by its specificity ``1 / #passages mentioning it`` (the
+      node specificity of HippoRAG), the group carrying ``entity_weight`` (2) of mass;
+    - **the best dense passages**: the top ``dense_seeds`` (5) by cosine, weighted by a softmax
+      of their cosine with temperature ``temperature`` (0.02), the group carrying mass 1.
+
+    Passages are ranked by the activation they end with. This is the fusion with the dense
+    ranking: dense evidence enters as activation at the passage nodes, graph evidence moves
+    it to passages that share entities with the question and with the best dense hits (the
+    bridge passages of multi-hop questions). A question with no linked entity and no passage
+    vectors falls back to dense search. Facts are the triples among the most activated
+    entities; the trace lists sources, the top activated entities and their values.
+
+    Settings were chosen once on the shared development halves of MuSiQue, 2Wiki, HotpotQA
+    and PopQA together (no per-dataset values); see ``docs/activation.md``.
+    """
+
+    name = "activation"
+
+    def __init__(
+        self,
+        index: KnowledgeIndex,
+        *,
+        damping: float = 0.5,
+        entity_weight: float = 2.0,
+        dense_seeds: int = 5,
+        temperature: float = 0.02,
+        entity_edge_weight: float = 0.5,
+        max_iter: int = 50,
+        tol: float = 1e-6,
+        max_facts: int = 10,
+    ) -> None:
+        from ..index.build.linking import NameIndex
+
+        if index.graph.num_entities == 0:
+            raise ValueError(
+                "ActivationRetriever needs an index with a knowledge graph linked to its passages "
+                "(KnowledgeIndex.build(..., builder='mentions'))"
+            )
+        if not 0 < damping < 1:
+            raise ValueError(f"damping must be in (0, 1), got {damping}")
+        if temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {temperature}")
+        self.index = index
+        self.damping = damping
+        self.entity_weight = entity_weight
+        self.dense_seeds = dense_seeds
+        self.temperature = temperature
+        self.entity_edge_weight = entity_edge_weight
+        self.max_iter = max_iter
+        self.tol = tol
+        self.max_facts = max_facts
+        self._names = NameIndex.from_graph(index.graph)
+        self._build_matrix()
+
+    def _build_matrix(self) -> None:
+        import scipy.sparse as sp
+
+        g, store = self.index.graph, self.index.passages
+        n_e, n_p = g.num_entities, len(store)
+        links = g.link_matrix().tocoo()
+        cols = np.array([store.position(p) if p in store else -1 for p in g.passage_ids], dtype=np.int64)
+        pos = cols[links.col] if links.nnz else np.zeros(0, np.int64)
+        keep = pos >= 0
+        link = sp.csr_matrix((np.ones(int(keep.sum())), (links.row[keep], pos[keep])), shape=(n_e, n_p))
+        link.data[:] = 1.0
+        adj = g.adjacency("out").copy()
+        adj.data = np.ones_like(adj.data, dtype=np.float64)
+        adj = (adj + adj.T).tocsr()
+        adj.data = np.minimum(adj.data, 1.0) * self.entity_edge_weight
+        m = sp.bmat([[adj, link], [link.T, None]], format="csr")
+        deg = np.asarray(m.sum(axis=1)).ravel()
+        inv = np.divide(1.0, deg, out=np.zeros_like(deg), where=deg > 0)
+        self._trans = (sp.diags(inv) @ m).T.tocsr()  # column-stochastic where deg > 0
+        self._dangling = deg == 0
+        self._mentions = np.asarray(link.sum(axis=1)).ravel()  # passages per entity
+        self._n_e, self._n_p = n_e, n_p
+
+    def _sources(self, query: str, qvec: np.ndarray) -> tuple[np.ndarray, list[tuple[str, float]], list[tuple[int, float]]]:
+        from ..index.build.linking import link_question
+
+        n_e = self._n_e
+        s = np.zeros(n_e + self._n_p)
+        g = self.index.graph
+        ents = link_question(g, query, names=self._names)
+        ent_w: list[tuple[str, float]] = []
+        if ents:
+            rows = np.array([g.index_of(e) for e in ents])
+            w = 1.0 / np.maximum(1.0, self._mentions[rows])
+            w = self.entity_weight * w / w.sum()
+            s[rows] += w
+            ent_w = [(e, float(x)) for e, x in zip(ents, w)]
+        psg_w: list[tuple[int, float]] = []
+        vecs = self.index.passages.vectors
+        if self.dense_seeds > 0 and len(vecs):
+            sims = vecs @ np.asarray(qvec, dtype=vecs.dtype)
+            n = min(self.dense_seeds, len(sims))
+            top = np.argpartition(-sims, n - 1)[:n]
+            top = top[np.argsort(-sims[top], kind="stable")]
+            w = np.exp((sims[top] - sims[top[0]]) / self.temperature)
+            w /= w.sum()
+            s[n_e + top] += w
+            psg_w = [(int(i), float(x)) for i, x in zip(top, w)]
+        return s, ent_w, psg_w
+
+    def spread(self, sources: np.ndarray) -> np.ndarray:
+        """Personalized PageRank from ``sources`` (entity rows then passage positions)."""
+        s = sources / sources.sum()
+        r = s.copy()
+        d = self.damping
+        for _ in range(self.max_iter):
+            nxt = d * (self._trans @ r + r[self._dangling].sum() * s) + (1 - d) * s
+            done = np.abs(nxt - r).sum() < self.tol
+            r = nxt
+            if done:
+                break
+        return r
+
+    def _retrieve(self, query: str, k: int) -> Evidence:
+        qvec = self.index.embed_query(query)
+        sources, ent_w, psg_w = self._sources(query, qvec)
+        trace: dict[str, Any] = {"retriever": self.name}
+        if sources.sum() <= 0:  # no linked entity and an index without passage vectors
+            hits = self.index.passages.dense_search(qvec, k)
+            trace["fallback"] = "dense"
+            return Evidence(query, [ScoredPassage(p, s) for p, s in hits], trace=trace)
+        act = self.spread(sources)
+        ent, psg = act[: self._n_e], act[self._n_e :]
+        n = min(k, len(psg))
+        top = np.argpartition(-psg, n - 1)[:n] if n else np.zeros(0, int)
+        top = top[np.argsort(-psg[top], kind="stable")]
+        store = self.index.passages
+        passages = [ScoredPassage(store.at(i), float(psg[i])) for i in top if psg[i] > 0]
+        g = self.index.graph
+        ids = g.entity_ids
+        m = min(20, len(ent))
+        top_e = np.argpartition(-ent, m - 1)[:m] if m else np.zeros(0, int)
+        top_e = top_e[np.argsort(-ent[top_e], kind="stable")]
+        peak = float(ent[top_e[0]]) if len(top_e) and ent[top_e[0]] > 0 else 1.0
+        activated = [(ids[i], float(ent[i]) / peak) for i in top_e if ent[i] > 0]
+        trace.update(
+            seeds=[{"id": e, "name": g.name_of(e), "weight": round(w, 4)} for e, w in ent_w],
+            passage_seeds=[{"id": store.at(i).id, "weight": round(w, 4)} for i, w in psg_w],
+            activated=[{"id": e, "name": g.name_of(e), "activation": round(v, 4)} for e, v in activated],
+        )
+        facts = self._facts(activated)
+        return Evidence(query, passages, facts, trace)
+
+    def _facts(self, activated: list[tuple[str, float]]) -> list[Fact]:
+        """Triples joining two of the most activated entities, strongest first."""
+        if not self.max_facts or len(activated) < 2:
+            return []
+        g = self.index.graph
+        val = {g.index_of(e): v for e, v in activated}
+        out = g.adjacency("out")
+        found: dict[int, float] = {}
+        for u, au in val.items():
+            lo, hi = out.indptr[u], out.indptr[u + 1]
+            for v, ti in zip(out.indices[lo:hi], out.data[lo:hi]):
+                if int(v) in val and int(v) != u:
+                    found[int(ti) - 1] = float(np.sqrt(au * val[int(v)]))
+        best = sorted(found.items(), key=lambda x: (-x[1], x[0]))[: self.max_facts]
+        facts = []
+        for ti, score in best:
+            t = g.triple(ti)
+            facts.append(
+                Fact(
+                    triple_text(g, ti),
+                    kind="fact",
+                    score=round(score, 4),
+                    data={"head": t.head, "relation": t.relation, "tail": t.tail, "sources": t.source_ids},
+                )
+            )
+        return facts
