@@ -18,6 +18,7 @@ from .config import env
 from .eval.datasets import Question, load_corpus_jsonl, load_questions_jsonl
 from .eval.metrics import recall_at_k
 from .index.store import KnowledgeIndex
+from .methods.activation import ActivationRetriever
 from .methods.baselines import BM25Retriever, DenseRetriever, HybridRetriever, PPRRetriever
 from .types import Passage
 
@@ -36,6 +37,17 @@ def sample_questions() -> list[Question]:
 
 def _short(text: str, n: int = 110) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _print_activation(ev, out: TextIO) -> None:
+    """The explainable part of a spreading-activation trace: sources, activated entities, facts."""
+    t = ev.trace
+    seeds = ", ".join(f"{s['name']} ({s['weight']:.2f})" for s in t.get("seeds", [])) or "none linked"
+    print(f"     trace: question entities: {seeds}; dense passage sources: {len(t.get('passage_seeds', []))}", file=out)
+    acts = ", ".join(f"{a['name']} {a['activation']:.2f}" for a in t.get("activated", [])[:6])
+    print(f"     activated: {acts}", file=out)
+    for f in ev.facts[:3]:
+        print(f"     fact: {_short(f.text, 100)}", file=out)
 
 
 def run_demo(out: TextIO, *, index_dir: str | Path | None = None, k: int = 3, llm=None) -> dict[str, float]:
@@ -64,7 +76,13 @@ def run_demo(out: TextIO, *, index_dir: str | Path | None = None, k: int = 3, ll
             + "\n",
             file=out,
         )
-        retrievers = [DenseRetriever(index), BM25Retriever(index), HybridRetriever(index), PPRRetriever(index)]
+        retrievers = [
+            DenseRetriever(index),
+            BM25Retriever(index),
+            HybridRetriever(index),
+            PPRRetriever(index),
+            ActivationRetriever(index),
+        ]
         recalls: dict[str, list[float]] = {r.name: [] for r in retrievers}
         for q in questions:
             print(f"Q: {q.question}   (gold answer: {q.answers[0]})", file=out)
@@ -76,6 +94,8 @@ def run_demo(out: TextIO, *, index_dir: str | Path | None = None, k: int = 3, ll
                 for sp in ev.passages:
                     mark = "*" if sp.passage.id in q.supporting_passage_ids else " "
                     print(f"   {mark} {sp.score:7.3f}  {sp.passage.title}: {_short(sp.passage.text)}", file=out)
+                if r.name == "activation":
+                    _print_activation(ev, out)
             if llm is not None:
                 from .methods.answer import generate_answer
 

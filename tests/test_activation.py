@@ -165,3 +165,25 @@ def test_activation_needs_a_graph(tmp_path, sample_corpus, sample_index):
         ActivationRetriever(idx)
     with pytest.raises(ValueError, match="damping"):
         ActivationRetriever(sample_index, damping=1.5)
+
+
+def test_draw_activation_writes_png_and_html(sample_index, sample_questions, tmp_path):
+    from kgrag_plugins.index.draw import activation_subgraph, draw_activation
+
+    ev = ActivationRetriever(sample_index).retrieve(sample_questions[0].question, 5)
+    g = activation_subgraph(sample_index.graph, ev.trace, max_nodes=8)
+    assert g.number_of_nodes() == 8 and g.nodes["Marie Curie"]["hop"] == 0
+    assert g.nodes["Marie Curie"]["description"].startswith("activation 1.000")
+    assert all(g.nodes[n]["hop"] >= 1 for n in g if n != "Marie Curie")
+    info = draw_activation(sample_index.graph, ev.trace, tmp_path / "act.png")
+    assert info["seeds"] == ["Marie Curie"] and (tmp_path / "act.png").read_bytes()[:4] == b"\x89PNG"
+    draw_activation(sample_index.graph, ev.trace, tmp_path / "act.html")
+    html = (tmp_path / "act.html").read_text()
+    assert "Activated subgraph (activation)" in html and "Marie Curie" in html
+    # the engine's memory trace ({id: value} form) draws too
+    mem = ActivationMemory(sample_index.graph, seeds=[("Warsaw", 0.8)])
+    mem.add_triples(out_triples(sample_index.graph, "Warsaw")[:3])
+    g2 = activation_subgraph(sample_index.graph, mem.trace())
+    assert "Warsaw" in g2 and g2.number_of_nodes() == len(mem.activation)
+    with pytest.raises(ValueError, match="nothing|no seeds"):
+        activation_subgraph(sample_index.graph, {"seeds": [], "activated": []})

@@ -39,7 +39,25 @@ RETRIEVERS: dict[str, tuple[Callable[[KnowledgeIndex], Retriever], tuple[str, ..
     "hybrid": (HybridRetriever, ("embed_passages_s", "chroma_s", "bm25_s"), None),
     "ppr": (PPRRetriever, ("embed_passages_s", "chroma_s", "graph_s"), "mentions"),
     "activation": (ActivationRetriever, ("embed_passages_s", "chroma_s", "graph_s"), "mentions"),
+    "sa-rag": (lambda index, dataset=None: _sa_rag(index, dataset), ("embed_passages_s", "chroma_s", "graph_s"), "mentions"),
+    "kg-infused": (lambda index, dataset=None: _kg_infused(index), ("embed_passages_s", "chroma_s", "graph_s"), "mentions"),
 }
+#: Retrievers whose paper defaults depend on the dataset (their factory takes ``dataset=``).
+DATASET_AWARE = {"sa-rag"}
+
+
+def _sa_rag(index: KnowledgeIndex, dataset: str | None) -> Retriever:
+    """SA-RAG with the paper's per-dataset k / h (METHODS.md §4(b)); LLM-free."""
+    from ..methods.sa_rag import SARAGRetriever
+
+    return SARAGRetriever.for_dataset(dataset or "", index)
+
+
+def _kg_infused(index: KnowledgeIndex) -> Retriever:
+    """KG-Infused RAG with paper defaults and its LLM-free substitutes (METHODS.md §1(e))."""
+    from ..methods.kg_infused import KGInfusedRetriever
+
+    return KGInfusedRetriever(index)
 
 K_VALUES = (2, 5)
 
@@ -105,12 +123,14 @@ def evaluate_retriever(retriever: Retriever, dataset: Dataset, *, k: int = 5, pr
     recalls: dict[int, list[float]] = {kk: [] for kk in K_VALUES}
     answer_recall: list[float] = []
     latencies: list[float] = []
+    returned: list[int] = []
     no_gold = 0
     for q in tqdm(questions, desc=f"{retriever.name}", disable=not progress, leave=False):
         t0 = time.perf_counter()
         ev = retriever.retrieve(q.question, k)
         latencies.append((time.perf_counter() - t0) * 1000)
         ids = ev.passage_ids
+        returned.append(len(ids))
         if q.supporting_passage_ids:
             for kk in K_VALUES:
                 recalls[kk].append(recall_at_k(ids, q.supporting_passage_ids, kk))
@@ -122,6 +142,8 @@ def evaluate_retriever(retriever: Retriever, dataset: Dataset, *, k: int = 5, pr
     out["answer_recall@5"] = round(mean(answer_recall), 4)
     out["latency_ms"] = {"p50": round(_percentile(latencies, 50), 2), "p95": round(_percentile(latencies, 95), 2)}
     out["n_scored"] = len(recalls[K_VALUES[0]])
+    # methods without a top-k cut (SA-RAG's thresholds) may return fewer than k passages
+    out["passages_returned_p50"] = float(np.median(returned)) if returned else 0.0
     if no_gold:
         out["n_without_gold"] = no_gold
     return out
@@ -168,7 +190,8 @@ def run_bench(
         idx = indexes[builder]
         # a graph index reuses the plain index's passage vectors: their cost is in its manifest
         timings = {**index.manifest.get("timings", {}), **idx.manifest.get("timings", {})}
-        result = evaluate_retriever(factory(idx), ds, progress=progress)
+        retriever = factory(idx, dataset=ds.name) if name in DATASET_AWARE else factory(idx)
+        result = evaluate_retriever(retriever, ds, progress=progress)
         # Build cost of the index parts this retriever reads, measured when the index was built.
         result["index_seconds"] = round(sum(float(timings.get(p, 0.0)) for p in parts), 2)
         if builder:

@@ -1,0 +1,782 @@
+"""SA-RAG: Spreading Activation RAG (Pavlović, Krész, Hajdu, arXiv 2512.15922; METHODS.md §4, §6.3).
+
+LLM-free retrieval (:class:`SARAGRetriever`, METHODS.md §4(a) steps 1-10) for one query string x:
+
+1. ``e_x`` = the L2-normalised query vector.
+2. **Seeds**: the ``k`` entities whose ``"name: description"`` vectors are closest to ``e_x``
+   (:func:`~kgrag_plugins.methods.activation.seed_entities`). SA-RAG ranks *description* nodes
+   and keeps their distinct entities; our graph holds one description per entity, so this is
+   simply the top-``k`` entities.
+3. **Subgraph**: the seeds plus every entity reachable from a seed by a *directed* (out-edge)
+   path of length 1..``hops``; then every triple with both endpoints in that set. Raw weight
+   ``s = cos(e_x, emb("head relation tail"))`` with entity names. Only these edge texts are
+   embedded, per query, through a bounded LRU cache on the retriever (``edge_cache_size``).
+4. The seeds are also the initially activated entities (activation 1).
+5. Rescaled weights ``w = max(0, (s - c) / (1 - c))``, c = 0.4; activation spreads over the
+   edges *undirected*. When several triples join the same pair of entities, the pair's weight is
+   the largest of theirs (one neighbour entry per pair; the paper's Neo4j adjacency keeps one
+   entry per relationship, whose order then decides which one counts; the maximum is the
+   order-free reading). Self-loops do not spread activation.
+6. Spreading activation (:func:`~kgrag_plugins.methods.activation.spread_bfs`): per seed, a BFS
+   over the whole subgraph updating ``a(v) <- min(1, a(v) + w_uv a(u))``; neighbour lists in
+   the order the pairs were first met (edges ranked by closeness to the seeds, see below).
+7. Activated set ``A = {v : a(v) > activation_threshold}`` (0.5, strict).
+8. **Documents**: every passage linked to an entity of ``A``, kept when
+   ``cos(passage vector, e_x) >= document_threshold`` (0.45), sorted by that cosine (the
+   passage's score), descending; no cap.
+9. **Key relationships**: triples with both endpoints in ``A`` and rescaled weight
+   ``>= relation_threshold`` (0.45 on the rescaled weight = the released code; the paper's
+   text gives 0.5), sorted by weight, descending. They become the Evidence's facts.
+10. :meth:`SARAGRetriever.context` renders ``"### Context \\n"`` + documents + key relationships.
+
+**Subgraph cap** (not in the paper, whose LLM-extracted graphs over 100 questions are sparse):
+on a dense LLM-free graph the directed 4-hop closure of three seeds is a large part of the
+graph, and every edge text in it must be embedded. When the subgraph has more than ``max_edges``
+triples we keep those closest to the seeds *as the spreading sees them*: distances are hop
+counts from the nearest seed over the subgraph's edges taken undirected; triples are ranked by
+the distance of their nearer endpoint, then of their farther endpoint, then by triple index, and
+the first ``max_edges`` are kept (entities left without a kept triple drop out; seeds stay). The
+same ranking orders the neighbour lists when there is no cap. ``max_edges=None`` disables the
+cap. :data:`DEFAULT_MAX_EDGES` = 2000 comes from the MuSiQue mentions graph (23,388 entities,
+81,018 triples), first 50 questions, k=3, h=4: the uncapped subgraph has a median of 6,628
+entities and 27,296 triples (p90 7,827 / 31,228), while the triples that touch a seed or a
+seed's neighbour (every triple on a path of at most two edges from a seed) number 507 at the
+median and 1,761 at p90. Since activation decays as a product of rescaled weights (an entity
+needs > 0.5), entities farther out are rarely activated; 2000 keeps that inner part whole for
+about nine questions in ten and bounds the per-query embedding work.
+
+:class:`SARAGCoT` is SA-RAG + CoT iterative retrieval (METHODS.md §6.3): reasoning calls that
+summarise the context and either stop or ask a follow-up question, whose text alone drives the
+next SA retrieval, then a final answering call. Prompts: :mod:`.sa_rag_prompts`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..index.store import KnowledgeIndex
+from ..models.llm import LLMError, as_llm
+from ..types import Answer, Evidence, Fact, ScoredPassage
+from .activation import ActivationMemory, RoundTrace, rescale, seed_entities, spread_bfs, triple_text
+from .base import Retriever
+from .sa_rag_prompts import ANSWERING_SYSTEM, QUESTION_PREFIX, REASONING_SYSTEM
+
+__all__ = [
+    "CONTEXT_HEADER",
+    "DEFAULT_MAX_EDGES",
+    "RELATIONS_HEADER",
+    "SARAGCoT",
+    "SARAGRetriever",
+    "parse_json_object",
+    "sa_rag_node",
+]
+
+#: First line of a context string (12 characters, the trailing space included, as in the paper's code).
+CONTEXT_HEADER = "### Context "
+#: Header of the key-relationship block of a context string.
+RELATIONS_HEADER = "**Key relationships**"
+
+#: Default cap on the subgraph's triples (see "Subgraph cap" in the module docstring): about
+#: the p90 number of triples within one undirected hop of the seeds' neighbourhood on the
+#: MuSiQue mentions graph (k=3, h=4). Cold, each kept triple's text is embedded once (MiniLM on
+#: CPU: roughly 30-100 texts/s); the LRU cache makes repeated edges free.
+DEFAULT_MAX_EDGES = 2000
+
+
+def _csr_positions(indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Positions of all CSR entries of ``rows`` (the row slices concatenated, vectorised)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    if not len(rows):
+        return np.zeros(0, dtype=np.int64)
+    starts = np.asarray(indptr[rows], dtype=np.int64)
+    counts = np.asarray(indptr[rows + 1], dtype=np.int64) - starts
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    before = np.cumsum(counts) - counts
+    return np.repeat(starts - before, counts) + np.arange(total, dtype=np.int64)
+
+
+def _undirected_distance(nodes: np.ndarray, heads: np.ndarray, tails: np.ndarray, seeds: np.ndarray) -> np.ndarray:
+    """Hop distance from the nearest seed over the subgraph's edges taken undirected, indexed by
+    entity row (entries outside ``nodes`` are meaningless). Unreachable nodes get a large value."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    m = len(nodes)
+    hl, tl = np.searchsorted(nodes, heads), np.searchsorted(nodes, tails)
+    adj = coo_matrix((np.ones(len(hl), dtype=np.float32), (hl, tl)), shape=(m, m)).tocsr()
+    sl = np.unique(np.searchsorted(nodes, seeds))
+    d = shortest_path(adj, directed=False, unweighted=True, indices=sl)
+    d = np.atleast_2d(d).min(axis=0)
+    d[~np.isfinite(d)] = np.iinfo(np.int32).max // 2
+    out = np.zeros(int(nodes.max()) + 1 if m else 0, dtype=np.int64)
+    out[nodes] = d.astype(np.int64)
+    return out
+
+
+@dataclass
+class _Subgraph:
+    """Step 3's subgraph: entity rows with their hop distance and the kept triples, in rank order."""
+
+    hop: dict[int, int]  # entity row -> hop distance from the nearest seed (kept entities only)
+    heads: np.ndarray  # entity rows
+    tails: np.ndarray
+    triples: np.ndarray  # triple indices
+    reachable_entities: int
+    reachable_edges: int
+    capped: bool
+
+
+class _LRU:
+    """A small thread-safe LRU map of edge text -> vector."""
+
+    def __init__(self, size: int) -> None:
+        self.size = int(size)
+        self._d: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+    def get_many(self, keys: Sequence[str]) -> list[np.ndarray | None]:
+        out: list[np.ndarray | None] = []
+        with self._lock:
+            for key in keys:
+                v = self._d.get(key)
+                if v is not None:
+                    self._d.move_to_end(key)
+                    self.hits += 1
+                else:
+                    self.misses += 1
+                out.append(v)
+        return out
+
+    def put_many(self, keys: Sequence[str], values: np.ndarray) -> None:
+        if self.size <= 0:
+            return
+        with self._lock:
+            for key, v in zip(keys, values):
+                self._d[key] = v
+                self._d.move_to_end(key)
+            while len(self._d) > self.size:
+                self._d.popitem(last=False)
+
+
+class SARAGRetriever(Retriever):
+    """SA-RAG retrieval (METHODS.md §4(a) steps 1-10), LLM-free; see the module docstring.
+
+    Args:
+        index: a :class:`~kgrag_plugins.index.store.KnowledgeIndex` with a knowledge graph whose
+            entities are linked to passages (e.g. ``builder="mentions"``); entity vectors are
+            computed on first use if the index has none.
+        k: number of seed entities (the paper's k: 3 for MuSiQue, 10 for 2WikiMultiHopQA).
+        hops: length bound h of the directed paths that define the subgraph (4 / 3).
+        c: weight rescaling constant, ``max(0, (s - c) / (1 - c))``.
+        activation_threshold: an entity is activated when its activation is strictly above this.
+        document_threshold: minimum query-passage cosine of a returned passage.
+        relation_threshold: minimum *rescaled* weight of a key relationship (code: 0.45; the
+            paper's text: 0.5).
+        max_edges: cap on the subgraph's triples (closest to the seeds kept); ``None``: no cap.
+        edge_cache_size: entries of the edge-text vector LRU cache (about 1.6 kB each at 384
+            dimensions; 100k entries cover the whole MuSiQue mentions graph).
+
+    Note the two different k: ``self.k`` is the number of seeds; ``retrieve(query, k)`` returns
+    at most ``k`` passages (see :meth:`_retrieve`).
+
+    Calibration: the defaults are the paper's, tuned for bge-large-en-v1.5, whose cosines run
+    higher than MiniLM's (this package's default embedder). On the MuSiQue mentions index
+    (first 50 questions, k=3, h=4) they return a median of 1 passage (none for 5 questions;
+    Recall@5 0.45); ``c=0.2, document_threshold=0.3`` return a median of 11 (Recall@5 0.60).
+    """
+
+    name = "sa-rag"
+    #: The paper's per-dataset k (seed entities) and h (hops), sa-rag.md §5.4.
+    DATASET_DEFAULTS: dict[str, dict[str, int]] = {
+        "musique": {"k": 3, "hops": 4},
+        "2wikimultihopqa": {"k": 10, "hops": 3},
+    }
+
+    def __init__(
+        self,
+        index: KnowledgeIndex,
+        *,
+        k: int = 3,
+        hops: int = 4,
+        c: float = 0.4,
+        activation_threshold: float = 0.5,
+        document_threshold: float = 0.45,
+        relation_threshold: float = 0.45,
+        max_edges: int | None = DEFAULT_MAX_EDGES,
+        edge_cache_size: int = 100_000,
+    ) -> None:
+        graph = index.graph
+        if graph.num_entities == 0:
+            raise ValueError(
+                "SA-RAG needs an index with a knowledge graph whose entities are linked to passages "
+                "(build it with builder='mentions', 'parsekg' or 'llm'); this index has no entities"
+            )
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"k (number of seed entities) must be a positive integer, got {k!r}")
+        if isinstance(hops, bool) or not isinstance(hops, int) or hops < 0:
+            raise ValueError(f"hops must be a non-negative integer, got {hops!r}")
+        if not 0 <= c < 1:
+            raise ValueError(f"rescaling constant c must be in [0, 1), got {c}")
+        if max_edges is not None and (isinstance(max_edges, bool) or not isinstance(max_edges, int) or max_edges < 1):
+            raise ValueError(f"max_edges must be a positive integer or None, got {max_edges!r}")
+        vecs = index.entity_vectors
+        if vecs is None or len(vecs) != graph.num_entities:
+            raise ValueError(
+                "SA-RAG needs an index with a knowledge graph and entity vectors (one per entity); "
+                f"got {None if vecs is None else len(vecs)} vectors for {graph.num_entities} entities"
+            )
+        self.index = index
+        self.k = k
+        self.hops = hops
+        self.c = float(c)
+        self.activation_threshold = float(activation_threshold)
+        self.document_threshold = float(document_threshold)
+        self.relation_threshold = float(relation_threshold)
+        self.max_edges = max_edges
+        self._edge_cache = _LRU(edge_cache_size)
+        # Graph arrays are read once: a retriever serves the index as it was when created.
+        self._ids = graph.entity_ids
+        self._out = graph.adjacency("out")
+        self._links = graph.link_matrix().tocsr()
+        self._pids = graph.passage_ids
+        store = index.passages
+        self._ppos = np.array([store.position(p) if p in store else -1 for p in self._pids], dtype=np.int64)
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(k={self.k}, hops={self.hops}, c={self.c}, "
+            f"activation_threshold={self.activation_threshold}, document_threshold={self.document_threshold}, "
+            f"relation_threshold={self.relation_threshold}, max_edges={self.max_edges})"
+        )
+
+    @classmethod
+    def for_dataset(cls, name: str, index: KnowledgeIndex, **overrides: Any) -> "SARAGRetriever":
+        """A retriever with the paper's k and h for a benchmark (sa-rag.md §5.4).
+
+        ``musique*`` -> k=3, h=4; ``2wiki*`` -> k=10, h=3. Any other dataset gets the MuSiQue
+        setting: it is the paper's setting with the smaller seed set and the deeper, more
+        selective spreading, the safer default for an unknown multi-hop corpus. ``overrides``
+        (any constructor argument) win over the defaults.
+        """
+        key = name.strip().lower()
+        if key.startswith("2wiki"):
+            params = dict(cls.DATASET_DEFAULTS["2wikimultihopqa"])
+        else:
+            params = dict(cls.DATASET_DEFAULTS["musique"])
+        params.update(overrides)
+        return cls(index, **params)
+
+    # ------------------------------------------------------------------ steps
+    def _subgraph(self, seed_rows: Sequence[int]) -> _Subgraph:
+        """Step 3: directed ``hops``-hop closure of the seeds and its induced triples (capped)."""
+        indptr, indices = self._out.indptr, self._out.indices
+        n = self.index.graph.num_entities
+        dist = np.full(n, -1, dtype=np.int32)
+        frontier = np.unique(np.asarray(seed_rows, dtype=np.int64))
+        dist[frontier] = 0
+        for d in range(1, self.hops + 1):
+            nb = np.unique(indices[_csr_positions(indptr, frontier)])
+            nb = nb[dist[nb] < 0]
+            if not len(nb):
+                break
+            dist[nb] = d
+            frontier = nb
+        nodes = np.flatnonzero(dist >= 0)
+        pos = _csr_positions(indptr, nodes)
+        heads = np.repeat(nodes, np.asarray(indptr[nodes + 1] - indptr[nodes], dtype=np.int64))
+        tails = np.asarray(indices[pos], dtype=np.int64)
+        keep = dist[tails] >= 0
+        heads, tails = heads[keep], tails[keep]
+        tis = np.asarray(self._out.data[pos][keep], dtype=np.int64) - 1
+        reachable_edges = len(tis)
+        capped = self.max_edges is not None and reachable_edges > self.max_edges
+        # Rank edges by closeness to the seeds as the (undirected) spreading sees it: the
+        # distance of the nearer endpoint, then of the farther one, then triple index.
+        ud = _undirected_distance(nodes, heads, tails, np.asarray(seed_rows, dtype=np.int64))
+        near = np.minimum(ud[heads], ud[tails])
+        far = np.maximum(ud[heads], ud[tails])
+        order = np.lexsort((tis, far, near))
+        heads, tails, tis = heads[order], tails[order], tis[order]
+        if capped:
+            heads, tails, tis = heads[: self.max_edges], tails[: self.max_edges], tis[: self.max_edges]
+            kept = np.unique(np.concatenate([heads, tails, np.asarray(seed_rows, dtype=np.int64)]))
+        else:
+            kept = nodes
+        return _Subgraph(
+            hop={int(r): int(dist[r]) for r in kept},
+            heads=heads,
+            tails=tails,
+            triples=tis,
+            reachable_entities=len(nodes),
+            reachable_edges=reachable_edges,
+            capped=capped,
+        )
+
+    def _edge_vectors(self, texts: list[str]) -> tuple[np.ndarray, int]:
+        """Vectors of edge texts through the LRU cache; returns them and how many were embedded."""
+        dim = self.index.entity_vectors.shape[1]  # type: ignore[union-attr]
+        if not texts:
+            return np.zeros((0, dim), dtype=np.float32), 0
+        cached = self._edge_cache.get_many(texts)
+        missing = list(dict.fromkeys(t for t, v in zip(texts, cached) if v is None))
+        fresh: dict[str, np.ndarray] = {}
+        if missing:
+            vecs = np.asarray(self.index.embedder.embed(missing, progress=False), dtype=np.float32)
+            self._edge_cache.put_many(missing, vecs)
+            fresh = dict(zip(missing, vecs))
+        out = np.stack([v if v is not None else fresh[t] for t, v in zip(texts, cached)])
+        return out, len(missing)
+
+    def acquire(self, query: str) -> Evidence:
+        """SA-RAG knowledge acquisition for one query string (METHODS.md §4(a) steps 1-10).
+
+        Returns every passage that passes ``document_threshold`` (sorted by query cosine, which
+        is the score; no cap), the key relationships as facts (``kind="fact"``, score = rescaled
+        weight, ``data`` with head/relation/tail ids, raw cosine and source passages) and a
+        JSON-able trace.
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise ValueError("query must be a non-empty string")
+        graph = self.index.graph
+        timings: dict[str, float] = {}
+        t0 = time.perf_counter()
+        qv = np.asarray(self.index.embed_query(query), dtype=np.float32)
+        seeds = seed_entities(self.index, qv, self.k)
+        t1 = time.perf_counter()
+        timings["embed_and_seed_ms"] = (t1 - t0) * 1e3
+
+        sub = self._subgraph([graph.index_of(e) for e, _ in seeds])
+        ids = self._ids
+        t2 = time.perf_counter()
+        timings["subgraph_ms"] = (t2 - t1) * 1e3
+
+        edge_texts = [triple_text(graph, int(ti)) for ti in sub.triples]
+        evecs, embedded = self._edge_vectors(edge_texts)
+        raw = (evecs @ qv).astype(np.float64) if len(edge_texts) else np.zeros(0)
+        weights = np.atleast_1d(rescale(raw, self.c)) if len(raw) else np.zeros(0)
+        t3 = time.perf_counter()
+        timings["edge_weights_ms"] = (t3 - t2) * 1e3
+
+        # Undirected adjacency, one entry per entity pair with the largest weight of its triples.
+        pair_w: dict[tuple[str, str], float] = {}
+        for h, t, w in zip(sub.heads, sub.tails, weights):
+            if h == t:
+                continue
+            u, v = ids[h], ids[t]
+            key = (u, v) if u <= v else (v, u)
+            if key not in pair_w or w > pair_w[key]:
+                pair_w[key] = float(w)
+        adjacency: dict[str, list[tuple[str, float]]] = {e: [] for e, _ in seeds}
+        for (u, v), w in pair_w.items():
+            adjacency.setdefault(u, []).append((v, w))
+            adjacency.setdefault(v, []).append((u, w))
+
+        memory = ActivationMemory(graph, seeds)
+        seed_ids = [e for e, _ in seeds]
+        memory_seeds = set(seed_ids)
+        spread_bfs(adjacency, seed_ids, activation=memory.activation)
+        activated = sorted(
+            (e for e, a in memory.activation.items() if a > self.activation_threshold),
+            key=lambda e: -memory.activation[e],
+        )
+        active = set(activated)
+        t4 = time.perf_counter()
+        timings["spread_ms"] = (t4 - t3) * 1e3
+
+        # Step 8: documents of the activated entities, pruned by query cosine.
+        rows = np.array(sorted(graph.index_of(e) for e in activated), dtype=np.int64)
+        cols = np.unique(self._links.indices[_csr_positions(self._links.indptr, rows)])
+        cols = cols[self._ppos[cols] >= 0]
+        cos = self.index.passages.vectors[self._ppos[cols]] @ qv if len(cols) else np.zeros(0)
+        keep = cos >= self.document_threshold
+        order = sorted(np.flatnonzero(keep), key=lambda i: (-float(cos[i]), int(cols[i])))
+        store = self.index.passages
+        passages = [ScoredPassage(store.get(self._pids[int(cols[i])]), float(cos[i])) for i in order]
+
+        # Step 9: key relationships among activated entities.
+        rel_idx = [
+            i
+            for i in range(len(sub.triples))
+            if ids[sub.heads[i]] in active and ids[sub.tails[i]] in active and weights[i] >= self.relation_threshold
+        ]
+        rel_idx.sort(key=lambda i: -float(weights[i]))  # stable: ties keep the hop order
+        memory.add_triples((int(sub.triples[i]) for i in rel_idx), value=None)
+        facts = memory.facts({int(sub.triples[i]): float(weights[i]) for i in rel_idx})
+        for f, i in zip(facts, rel_idx):
+            f.data["raw_weight"] = round(float(raw[i]), 6)
+        t5 = time.perf_counter()
+        timings["documents_ms"] = (t5 - t4) * 1e3
+        timings["total_ms"] = (t5 - t0) * 1e3
+
+        memory.rounds.append(
+            RoundTrace(
+                round=1,
+                frontier=seed_ids,
+                candidates=len(sub.triples),
+                selected=[f.text for f in facts],
+                activated={e: round(memory.activation[e], 4) for e in activated if e not in memory_seeds},
+                extra={"touched": sum(1 for a in memory.activation.values() if a > 0)},
+            )
+        )
+        names: dict[str, float] = {}
+        for e in activated:
+            nm = graph.name_of(e)
+            names[nm] = max(names.get(nm, 0.0), round(memory.activation[e], 4))
+        hop_counts: dict[str, int] = {}
+        for d in sub.hop.values():
+            hop_counts[str(d)] = hop_counts.get(str(d), 0) + 1
+        trace: dict[str, Any] = {
+            "retriever": self.name,
+            "k": self.k,
+            "hops": self.hops,
+            "c": self.c,
+            "thresholds": {
+                "activation": self.activation_threshold,
+                "document": self.document_threshold,
+                "relation": self.relation_threshold,
+            },
+            "seeds": [{"id": e, "name": graph.name_of(e), "score": round(s, 4)} for e, s in seeds],
+            "subgraph": {
+                "entities": len(sub.hop),
+                "edges": int(len(sub.triples)),
+                "pairs": len(pair_w),
+                "entities_by_hop": hop_counts,
+                "reachable_entities": int(sub.reachable_entities),
+                "reachable_edges": int(sub.reachable_edges),
+                "capped": bool(sub.capped),
+                "max_edges": self.max_edges,
+                "edge_texts_embedded": int(embedded),
+            },
+            "activation": names,
+            "activated": [
+                {"id": e, "name": graph.name_of(e), "activation": round(memory.activation[e], 4)} for e in activated
+            ],
+            "rounds": [r.to_dict() for r in memory.rounds],
+            "documents": {"candidates": int(len(cols)), "kept": len(passages)},
+            "relations": len(facts),
+            "timings_ms": {key: round(v, 2) for key, v in timings.items()},
+        }
+        if not passages:
+            trace["note"] = (
+                f"no document passed the threshold (cos >= {self.document_threshold}) among "
+                f"{len(cols)} passage(s) of {len(activated)} activated entit{'y' if len(activated) == 1 else 'ies'}"
+            )
+        return Evidence(query, passages, facts, trace)
+
+    def _retrieve(self, query: str, k: int) -> Evidence:
+        """:meth:`acquire`, then the first ``k`` passages by query cosine.
+
+        No padding: SA-RAG returns only passages that pass ``document_threshold``, so when fewer
+        than ``k`` pass, fewer are returned (faithful to the method). All key relationships are
+        kept. ``trace["returned"]`` / ``trace["available"]`` give the counts.
+        """
+        ev = self.acquire(query)
+        out = ev.top(k)
+        out.trace["available"] = len(ev.passages)
+        out.trace["returned"] = len(out.passages)
+        return out
+
+    @staticmethod
+    def context(evidence: Evidence) -> str:
+        """The SA-RAG context string (METHODS.md §4(a) step 10).
+
+        ``"### Context \\n"`` + the documents (``title\\ntext``; the paper's corpus had no titles)
+        joined by blank lines + ``"\\n**Key relationships**\\n"`` + one relationship per line.
+        """
+        docs = "\n\n".join(sp.passage.embed_text for sp in evidence.passages)
+        rels = "\n".join(f.text for f in evidence.facts)
+        return f"{CONTEXT_HEADER}\n{docs}\n{RELATIONS_HEADER}\n{rels}"
+
+    @property
+    def edge_cache_stats(self) -> dict[str, int]:
+        """Size, hits and misses of the edge-text vector cache."""
+        return {"size": len(self._edge_cache), "hits": self._edge_cache.hits, "misses": self._edge_cache.misses}
+
+
+# ---------------------------------------------------------------------- JSON replies
+
+_FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n?(.*?)```", re.S)
+_PY_LITERALS = re.compile(r"\b(True|False|None)\b")
+
+
+def parse_json_object(text: str) -> dict[str, Any] | None:
+    """The first JSON object in an LLM reply, tolerant of code fences and prose around it.
+
+    Tries fenced blocks first, then the whole reply, then every ``{`` as a start of an object;
+    as a last resort Python literals (``True``/``False``/``None``) are read as JSON ones.
+    Returns ``None`` when no object can be read.
+    """
+    if not isinstance(text, str):
+        return None
+    decoder = json.JSONDecoder()
+    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    for lenient in (False, True):
+        for cand in candidates:
+            s = cand.strip()
+            if lenient:
+                s = _PY_LITERALS.sub(lambda m: {"True": "true", "False": "false", "None": "null"}[m.group(1)], s)
+            try:
+                obj = json.loads(s)
+            except (json.JSONDecodeError, ValueError):
+                obj = None
+            if isinstance(obj, dict):
+                return obj
+            for m in re.finditer(r"\{", s):
+                try:
+                    obj, _ = decoder.raw_decode(s, m.start())
+                except (json.JSONDecodeError, ValueError):
+                    continue
+                if isinstance(obj, dict):
+                    return obj
+    return None
+
+
+def _as_bool(value: Any) -> bool | None:
+    """JSON-ish truth: booleans, ``"true"``/``"false"``/``"yes"``/``"no"`` strings, 0/1."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        s = value.strip().strip(".").lower()
+        if s in ("true", "yes", "y", "1"):
+            return True
+        if s in ("false", "no", "n", "0", ""):
+            return False
+    return None
+
+
+def _as_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, (int, float, bool)):
+        return json.dumps(value)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _first_line(text: str) -> str:
+    for line in text.strip().splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+# ---------------------------------------------------------------------- SA-RAG + CoT
+
+
+class SARAGCoT:
+    """SA-RAG + CoT iterative retrieval (METHODS.md §6.3; the paper's default agent).
+
+    1. Context ``C`` = SA retrieval (:meth:`SARAGRetriever.acquire`) for the question.
+    2. Up to ``max_steps`` reasoning calls (system = reasoning prompt; user = ``"**Question:  **"``
+       + question; user = ``C``). ``answer_possible`` true stops the loop. Otherwise SA retrieval
+       runs on the follow-up question *alone* and ``C`` becomes
+       :meth:`merge_context` (summary, new context). A failed call or an unreadable reply skips
+       the step; a reply with neither an answer nor a follow-up question ends the loop (the
+       next call would see the same context).
+    3. The answering call on the final ``C`` gives the prediction (the reasoning step's own
+       ``final_answer`` is not used, as in the paper's code).
+
+    At most ``1 + max_steps`` SA retrievals per question. Temperature 0 throughout.
+    """
+
+    def __init__(
+        self,
+        retriever: SARAGRetriever,
+        llm: Any,
+        *,
+        max_steps: int = 3,
+        answer_attempts: int = 3,
+        max_tokens: int = 1024,
+    ) -> None:
+        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 0:
+            raise ValueError(f"max_steps must be a non-negative integer, got {max_steps!r}")
+        if answer_attempts < 1:
+            raise ValueError(f"answer_attempts must be >= 1, got {answer_attempts}")
+        llm = as_llm(llm)
+        if llm is None:
+            raise ValueError("SARAGCoT needs an LLM (use SARAGRetriever alone for LLM-free retrieval)")
+        self.retriever = retriever
+        self.llm = llm
+        self.max_steps = max_steps
+        self.answer_attempts = int(answer_attempts)
+        self.max_tokens = max_tokens
+
+    # -- single calls
+    def _reason(self, question: str, context: str) -> tuple[dict[str, Any] | None, str | None, str]:
+        messages = [
+            {"role": "system", "content": REASONING_SYSTEM},
+            {"role": "user", "content": QUESTION_PREFIX + question},
+            {"role": "user", "content": context},
+        ]
+        try:
+            reply = self.llm.complete(messages, temperature=0.0, max_tokens=self.max_tokens)
+        except Exception as e:  # noqa: BLE001 - the paper's agent skips the step on any failure
+            return None, f"{type(e).__name__}: {e}", ""
+        obj = parse_json_object(reply)
+        if obj is None:
+            return None, "unparseable reply", reply
+        possible = _as_bool(obj.get("answer_possible"))
+        if possible is None:
+            return None, "reply lacks a readable answer_possible", reply
+        parsed = {
+            "provided_context": _as_text(obj.get("provided_context")),
+            "answer_possible": possible,
+            "final_answer": _as_text(obj.get("final_answer")),
+            "additional_question": _as_text(obj.get("additional_question")),
+        }
+        return parsed, None, reply
+
+    def reason(self, question: str, context: str) -> dict[str, Any] | None:
+        """One reasoning call: ``{provided_context, answer_possible (bool), final_answer,
+        additional_question}``, or ``None`` when the call fails or the reply cannot be read."""
+        return self._reason(question, context)[0]
+
+    @staticmethod
+    def merge_context(provided_context: str, new_context: str) -> str:
+        """``"# Known information\\n{summary}\\n# Additional facts"`` + the new context without
+        its ``"### Context "`` header (the paper's short-term memory update)."""
+        tail = new_context[len(CONTEXT_HEADER) :] if new_context.startswith(CONTEXT_HEADER) else "\n" + new_context
+        return f"# Known information\n{provided_context}\n# Additional facts{tail}"
+
+    def _answer(self, question: str, context: str) -> dict[str, Any]:
+        messages = [
+            {"role": "system", "content": ANSWERING_SYSTEM},
+            {"role": "user", "content": context},
+            {"role": "user", "content": QUESTION_PREFIX + question},
+        ]
+        last_reply: str | None = None
+        last_error: Exception | None = None
+        for attempt in range(1, self.answer_attempts + 1):
+            try:
+                reply = self.llm.complete(messages, temperature=0.0, max_tokens=self.max_tokens)
+            except Exception as e:  # noqa: BLE001 - retried like an unreadable reply
+                last_error = e
+                continue
+            last_reply = reply
+            obj = parse_json_object(reply)
+            if obj is not None and obj.get("final_answer") is not None:
+                return {
+                    "answer": _as_text(obj["final_answer"]),
+                    "reasoning": _as_text(obj.get("reasoning")),
+                    "raw": reply,
+                    "attempts": attempt,
+                    "parsed": True,
+                }
+        if last_reply is None:
+            raise LLMError(
+                f"SA-RAG answering call failed {self.answer_attempts} time(s); last error: {last_error}"
+            ) from last_error
+        return {
+            "answer": _first_line(last_reply),
+            "reasoning": "",
+            "raw": last_reply,
+            "attempts": self.answer_attempts,
+            "parsed": False,
+        }
+
+    def final_answer(self, question: str, context: str) -> str:
+        """The answering call: JSON ``{reasoning, final_answer}``; up to ``answer_attempts``
+        tries on unreadable replies (or failed calls), then the last reply's first line.
+        Raises :class:`~kgrag_plugins.models.llm.LLMError` when no call returned at all."""
+        return self._answer(question, context)["answer"]
+
+    # -- the loop
+    def run(self, question: str) -> Answer:
+        """Answer ``question`` with SA-RAG + CoT; ``metadata["trace"]`` lists the steps."""
+        if not isinstance(question, str) or not question.strip():
+            raise ValueError("question must be a non-empty string")
+        first = self.retriever.acquire(question)
+        gathered = [first]
+        context = self.retriever.context(first)
+        steps: list[dict[str, Any]] = [
+            {"step": 0, "query": question, "passages": first.passage_ids, "facts": len(first.facts)}
+        ]
+        stop = "max_steps"
+        for step in range(1, self.max_steps + 1):
+            parsed, error, _ = self._reason(question, context)
+            record: dict[str, Any] = {"step": step}
+            steps.append(record)
+            if parsed is None:
+                record.update(skipped=True, error=error)
+                continue
+            record.update(answer_possible=parsed["answer_possible"], follow_up=parsed["additional_question"])
+            if parsed["answer_possible"]:
+                stop = "answer_possible"
+                break
+            follow = parsed["additional_question"]
+            if not follow:
+                stop = "no_follow_up"
+                break
+            found = self.retriever.acquire(follow)
+            gathered.append(found)
+            record.update(query=follow, passages=found.passage_ids, facts=len(found.facts))
+            context = self.merge_context(parsed["provided_context"], self.retriever.context(found))
+        result = self._answer(question, context)
+        evidence = _union(question, gathered)
+        evidence.trace.update(stop=stop, steps=len(steps) - 1)
+        metadata = {
+            "trace": steps,
+            "stop": stop,
+            "retrievals": len(gathered),
+            "reasoning": result["reasoning"],
+            "raw": result["raw"],
+            "answer_attempts": result["attempts"],
+            "answer_parsed": result["parsed"],
+            "context": context,
+        }
+        return Answer(question, result["answer"], evidence, metadata)
+
+
+def _union(question: str, evidences: Sequence[Evidence]) -> Evidence:
+    """Passages (first occurrence, in order) and facts (by text) of several retrievals."""
+    seen_p: set[str] = set()
+    seen_f: set[str] = set()
+    passages: list[ScoredPassage] = []
+    facts: list[Fact] = []
+    for ev in evidences:
+        for sp in ev.passages:
+            if sp.passage.id not in seen_p:
+                seen_p.add(sp.passage.id)
+                passages.append(sp)
+        for f in ev.facts:
+            if f.text not in seen_f:
+                seen_f.add(f.text)
+                facts.append(f)
+    trace = {"retriever": "sa-rag+cot", "retrievals": len(evidences), "queries": [ev.query for ev in evidences]}
+    return Evidence(question, passages, facts, trace)
+
+
+def sa_rag_node(
+    retriever: SARAGRetriever,
+    *,
+    query_key: str = "question",
+    context_key: str = "context",
+    evidence_key: str = "evidence",
+) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A LangGraph node (any ``state -> update`` callable): SA retrieval for ``state[query_key]``,
+    returning ``{context_key: context string, evidence_key: Evidence}``."""
+
+    def node(state: dict[str, Any]) -> dict[str, Any]:
+        ev = retriever.acquire(state[query_key])
+        return {context_key: SARAGRetriever.context(ev), evidence_key: ev}
+
+    return node
