@@ -119,8 +119,12 @@ def test_activation_beats_or_ties_dense_on_the_sample(sample_mentions_index, sam
 
     idx = sample_mentions_index
     act, dense = ActivationRetriever(idx), DenseRetriever(idx, exact=True)
-    ra = np.mean([recall_at_k(act.retrieve(q.question, k).passage_ids, q.supporting_passage_ids, k) for q in sample_questions])
-    rd = np.mean([recall_at_k(dense.retrieve(q.question, k).passage_ids, q.supporting_passage_ids, k) for q in sample_questions])
+    ra = np.mean(
+        [recall_at_k(act.retrieve(q.question, k).passage_ids, q.supporting_passage_ids, k) for q in sample_questions]
+    )
+    rd = np.mean(
+        [recall_at_k(dense.retrieve(q.question, k).passage_ids, q.supporting_passage_ids, k) for q in sample_questions]
+    )
     assert ra >= rd
 
 

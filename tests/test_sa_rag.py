@@ -33,7 +33,6 @@ from kgrag_plugins.methods.sa_rag import (
     SARAGCoT,
     SARAGRetriever,
     parse_json_object,
-    sa_rag_node,
 )
 from kgrag_plugins.methods.sa_rag_prompts import ANSWERING_SYSTEM, QUESTION_PREFIX, REASONING_SYSTEM
 from kgrag_plugins.models.llm import LLMError, ScriptedLLM
@@ -120,7 +119,24 @@ def tiny():
 def _sa(index, **kw) -> SARAGRetriever:
     kw.setdefault("k", 1)
     kw.setdefault("hops", 3)
+    kw.setdefault("edge_vectors", "lazy")  # these tests watch which edge texts get embedded
     return SARAGRetriever(index, **kw)
+
+
+def test_index_triple_vectors_give_the_same_retrieval(sample_index, sample_questions):
+    lazy = SARAGRetriever(sample_index, edge_vectors="lazy")
+    stored = SARAGRetriever(sample_index)  # auto -> the index's triple vectors
+    assert stored.edge_vectors == "index"
+    for q in sample_questions[:4]:
+        a, b = lazy.acquire(q.question), stored.acquire(q.question)
+        assert a.passage_ids == b.passage_ids
+        assert [f.text for f in a.facts] == [f.text for f in b.facts]
+        assert np.allclose([f.score for f in a.facts], [f.score for f in b.facts], atol=1e-5)
+    gen = sample_index.path / sample_index.manifest["generation"]
+    assert (gen / "triple_vectors.npy").is_file()
+    assert np.load(gen / "triple_vectors.npy").shape == (sample_index.graph.num_triples, 384)
+    with pytest.raises(ValueError, match="edge_vectors"):
+        SARAGRetriever(sample_index, edge_vectors="nope")
 
 
 # ---------------------------------------------------------------------- retrieval
@@ -289,12 +305,6 @@ def test_construction_and_query_errors(tiny):
         r.acquire("  ")
     with pytest.raises(ValueError, match="k must be"):
         r.retrieve(Q, 0)
-
-
-def test_langgraph_node(tiny):
-    node = sa_rag_node(_sa(tiny), query_key="q")
-    out = node({"q": Q})
-    assert out["context"].startswith(CONTEXT_HEADER) and out["evidence"].passage_ids == ["pA", "pAB", "pB"]
 
 
 def test_on_the_sample_index_with_minilm(sample_index, sample_questions):

@@ -25,8 +25,8 @@ from tqdm.auto import tqdm
 
 from .. import config
 from ..index.store import KnowledgeIndex, read_manifest
-from ..methods.base import Retriever
 from ..methods.activation import ActivationRetriever
+from ..methods.base import Retriever
 from ..methods.baselines import BM25Retriever, DenseRetriever, HybridRetriever, PPRRetriever
 from ..models.embed import Embedder, default_embedder
 from .datasets import Dataset, load_dataset
@@ -39,8 +39,16 @@ RETRIEVERS: dict[str, tuple[Callable[[KnowledgeIndex], Retriever], tuple[str, ..
     "hybrid": (HybridRetriever, ("embed_passages_s", "chroma_s", "bm25_s"), None),
     "ppr": (PPRRetriever, ("embed_passages_s", "chroma_s", "graph_s"), "mentions"),
     "activation": (ActivationRetriever, ("embed_passages_s", "chroma_s", "graph_s"), "mentions"),
-    "sa-rag": (lambda index, dataset=None: _sa_rag(index, dataset), ("embed_passages_s", "chroma_s", "graph_s"), "mentions"),
-    "kg-infused": (lambda index, dataset=None: _kg_infused(index), ("embed_passages_s", "chroma_s", "graph_s"), "mentions"),
+    "sa-rag": (
+        lambda index, dataset=None: _sa_rag(index, dataset),
+        ("embed_passages_s", "chroma_s", "graph_s"),
+        "mentions",
+    ),
+    "kg-infused": (
+        lambda index, dataset=None: _kg_infused(index),
+        ("embed_passages_s", "chroma_s", "graph_s"),
+        "mentions",
+    ),
 }
 #: Retrievers whose paper defaults depend on the dataset (their factory takes ``dataset=``).
 DATASET_AWARE = {"sa-rag"}
@@ -58,6 +66,7 @@ def _kg_infused(index: KnowledgeIndex) -> Retriever:
     from ..methods.kg_infused import KGInfusedRetriever
 
     return KGInfusedRetriever(index)
+
 
 K_VALUES = (2, 5)
 

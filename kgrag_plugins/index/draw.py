@@ -621,8 +621,10 @@ def activation_subgraph(graph: KnowledgeGraph, trace: dict, max_nodes: int = 40)
     """
     import networkx as nx
 
-    seeds = [str(s["id"]) if isinstance(s, dict) else str(s[0] if isinstance(s, (list, tuple)) else s)
-             for s in trace.get("seeds", [])]
+    seeds = [
+        str(s["id"]) if isinstance(s, dict) else str(s[0] if isinstance(s, (list, tuple)) else s)
+        for s in trace.get("seeds", [])
+    ]
     seeds = [s for s in dict.fromkeys(seeds) if s in graph]
     values = _activation_values(trace)
     ranked = sorted((e for e in values if e in graph), key=lambda e: (-values[e], e))
@@ -641,8 +643,13 @@ def activation_subgraph(graph: KnowledgeGraph, trace: dict, max_nodes: int = 40)
     for eid in sorted(kept, key=lambda e: (dist.get(e, far), -values.get(e, 0.0), e)):
         a = sub.nodes[eid]
         act = values.get(eid, 1.0 if eid in seeds else 0.0)
-        g.add_node(eid, name=a["name"], type=a["type"], hop=dist.get(eid, far),
-                   description=f"activation {act:.3f}. {a['description']}".strip())
+        g.add_node(
+            eid,
+            name=a["name"],
+            type=a["type"],
+            hop=dist.get(eid, far),
+            description=f"activation {act:.3f}. {a['description']}".strip(),
+        )
     for u, v, k, a in sorted(sub.edges(keys=True, data=True), key=lambda e: (e[0], e[1], e[2])):
         g.add_edge(u, v, key=k, relation=a["relation"])
     return g

@@ -101,6 +101,7 @@ class KnowledgeIndex:
         self.path = path
         self._entity_vectors = entity_vectors
         self._relation_vectors = relation_vectors
+        self._triple_vectors: np.ndarray | None = None
         self.parsekg = parsekg
 
     # ------------------------------------------------------------------ build
@@ -314,6 +315,29 @@ class KnowledgeIndex:
             self._relation_vectors = self.embedder.embed(self.graph.relations, progress=None)
             self._persist_array("relation_vectors.npy", self._relation_vectors)
         return self._relation_vectors
+
+    @property
+    def triple_vectors(self) -> np.ndarray | None:
+        """Vectors of every triple verbalised ``"head relation tail"`` with entity names (rows =
+        triple index): SA-RAG's ``RELATED_TO.embedding``, computed at ingestion in the paper.
+        Computed on first use (with a progress bar) and stored in the index directory; ``None``
+        for a graph without triples."""
+        if self._triple_vectors is None and self.graph.num_triples:
+            f = self.path / self.manifest["generation"] / "triple_vectors.npy" if self._gen_dir_ok() else None
+            if f is not None and f.is_file():
+                arr = np.load(f)
+                if len(arr) == self.graph.num_triples:
+                    self._triple_vectors = arr
+                    return arr
+            from ..methods.activation import triple_text
+
+            texts = [triple_text(self.graph, i) for i in range(self.graph.num_triples)]
+            self._triple_vectors = np.asarray(self.embedder.embed(texts, progress=None), dtype=np.float32)
+            self._persist_array("triple_vectors.npy", self._triple_vectors)
+        return self._triple_vectors
+
+    def _gen_dir_ok(self) -> bool:
+        return self.path is not None and "generation" in self.manifest and (self.path / self.manifest["generation"]).is_dir()
 
     def _persist_array(self, name: str, arr: np.ndarray) -> None:
         """Add a derived array to the live generation (atomic rename; readers never see a partial file)."""

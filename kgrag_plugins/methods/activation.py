@@ -299,7 +299,9 @@ class ActivationRetriever(Retriever):
         self._mentions = np.asarray(link.sum(axis=1)).ravel()  # passages per entity
         self._n_e, self._n_p = n_e, n_p
 
-    def _sources(self, query: str, qvec: np.ndarray) -> tuple[np.ndarray, list[tuple[str, float]], list[tuple[int, float]]]:
+    def _sources(
+        self, query: str, qvec: np.ndarray
+    ) -> tuple[np.ndarray, list[tuple[str, float]], list[tuple[int, float]]]:
         from ..index.build.linking import link_question
 
         n_e = self._n_e

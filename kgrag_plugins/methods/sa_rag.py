@@ -9,8 +9,10 @@ LLM-free retrieval (:class:`SARAGRetriever`, METHODS.md §4(a) steps 1-10) for o
    simply the top-``k`` entities.
 3. **Subgraph**: the seeds plus every entity reachable from a seed by a *directed* (out-edge)
    path of length 1..``hops``; then every triple with both endpoints in that set. Raw weight
-   ``s = cos(e_x, emb("head relation tail"))`` with entity names. Only these edge texts are
-   embedded, per query, through a bounded LRU cache on the retriever (``edge_cache_size``).
+   ``s = cos(e_x, emb("head relation tail"))`` with entity names. Edge vectors come from the
+   index (``KnowledgeIndex.triple_vectors``: every triple embedded once, as the paper does at
+   ingestion) or, for KGs too large for that, are embedded per query through an LRU cache
+   (``edge_vectors="lazy"``).
 4. The seeds are also the initially activated entities (activation 1).
 5. Rescaled weights ``w = max(0, (s - c) / (1 - c))``, c = 0.4; activation spreads over the
    edges *undirected*. When several triples join the same pair of entities, the pair's weight is
@@ -57,7 +59,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,7 +79,6 @@ __all__ = [
     "SARAGCoT",
     "SARAGRetriever",
     "parse_json_object",
-    "sa_rag_node",
 ]
 
 #: First line of a context string (12 characters, the trailing space included, as in the paper's code).
@@ -189,8 +190,14 @@ class SARAGRetriever(Retriever):
         relation_threshold: minimum *rescaled* weight of a key relationship (code: 0.45; the
             paper's text: 0.5).
         max_edges: cap on the subgraph's triples (closest to the seeds kept); ``None``: no cap.
-        edge_cache_size: entries of the edge-text vector LRU cache (about 1.6 kB each at 384
-            dimensions; 100k entries cover the whole MuSiQue mentions graph).
+        edge_vectors: where edge-text vectors come from. ``"index"``: the index's
+            :attr:`~kgrag_plugins.index.store.KnowledgeIndex.triple_vectors` (every triple embedded
+            once and stored with the index, like the paper's ingestion-time ``RELATED_TO``
+            embeddings; computed on first use); ``"lazy"``: embed only the edges of each query's
+            subgraph through an LRU cache (for KGs too large to embed whole); ``"auto"``
+            (default): ``"index"`` up to 2M triples, else ``"lazy"``.
+        edge_cache_size: entries of the edge-text vector LRU cache (``"lazy"`` mode; about
+            1.6 kB each at 384 dimensions).
 
     Note the two different k: ``self.k`` is the number of seeds; ``retrieve(query, k)`` returns
     at most ``k`` passages (see :meth:`_retrieve`).
@@ -219,6 +226,7 @@ class SARAGRetriever(Retriever):
         document_threshold: float = 0.45,
         relation_threshold: float = 0.45,
         max_edges: int | None = DEFAULT_MAX_EDGES,
+        edge_vectors: str = "auto",
         edge_cache_size: int = 100_000,
     ) -> None:
         graph = index.graph
@@ -249,6 +257,11 @@ class SARAGRetriever(Retriever):
         self.document_threshold = float(document_threshold)
         self.relation_threshold = float(relation_threshold)
         self.max_edges = max_edges
+        if edge_vectors not in ("auto", "index", "lazy"):
+            raise ValueError(f"edge_vectors must be 'auto', 'index' or 'lazy', got {edge_vectors!r}")
+        if edge_vectors == "auto":
+            edge_vectors = "index" if graph.num_triples <= 2_000_000 else "lazy"
+        self.edge_vectors = edge_vectors
         self._edge_cache = _LRU(edge_cache_size)
         # Graph arrays are read once: a retriever serves the index as it was when created.
         self._ids = graph.entity_ids
@@ -366,9 +379,11 @@ class SARAGRetriever(Retriever):
         t2 = time.perf_counter()
         timings["subgraph_ms"] = (t2 - t1) * 1e3
 
-        edge_texts = [triple_text(graph, int(ti)) for ti in sub.triples]
-        evecs, embedded = self._edge_vectors(edge_texts)
-        raw = (evecs @ qv).astype(np.float64) if len(edge_texts) else np.zeros(0)
+        if self.edge_vectors == "index" and len(sub.triples):
+            evecs, embedded = self.index.triple_vectors[np.asarray(sub.triples, dtype=np.int64)], 0
+        else:
+            evecs, embedded = self._edge_vectors([triple_text(graph, int(ti)) for ti in sub.triples])
+        raw = (evecs @ qv).astype(np.float64) if len(sub.triples) else np.zeros(0)
         weights = np.atleast_1d(rescale(raw, self.c)) if len(raw) else np.zeros(0)
         t3 = time.perf_counter()
         timings["edge_weights_ms"] = (t3 - t2) * 1e3
@@ -763,20 +778,3 @@ def _union(question: str, evidences: Sequence[Evidence]) -> Evidence:
                 facts.append(f)
     trace = {"retriever": "sa-rag+cot", "retrievals": len(evidences), "queries": [ev.query for ev in evidences]}
     return Evidence(question, passages, facts, trace)
-
-
-def sa_rag_node(
-    retriever: SARAGRetriever,
-    *,
-    query_key: str = "question",
-    context_key: str = "context",
-    evidence_key: str = "evidence",
-) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """A LangGraph node (any ``state -> update`` callable): SA retrieval for ``state[query_key]``,
-    returning ``{context_key: context string, evidence_key: Evidence}``."""
-
-    def node(state: dict[str, Any]) -> dict[str, Any]:
-        ev = retriever.acquire(state[query_key])
-        return {context_key: SARAGRetriever.context(ev), evidence_key: ev}
-
-    return node
