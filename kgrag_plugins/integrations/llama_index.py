@@ -1,0 +1,231 @@
+"""LlamaIndex adapters: any kgrag :class:`~kgrag_plugins.methods.base.Retriever` as a ``BaseRetriever``.
+
+Shape translation only (DESIGN.md, "Conventions for the integrations")::
+
+    Evidence.passages -> NodeWithScore(TextNode(id_=passage.id, text, metadata={"title", "kind": "passage"}), score)
+    Evidence.facts    -> NodeWithScore(TextNode(text=fact.text, metadata={"kind": "fact"|"path"|"clue"}), fact.score)
+
+Passages come first (in the method's order, scores descending), then facts. Only ``title`` is shown
+to the LLM / embedder; the other metadata keys are excluded from both. The last ``Evidence`` (with
+its trace: seeds, activation rounds, ...) is kept on the retriever as ``last_evidence`` /
+``last_trace`` instead of being copied into every node.
+
+Example::
+
+    from llama_index.core.query_engine import RetrieverQueryEngine
+    retriever = SpreadingActivationRetriever(index, variant="activation", similarity_top_k=5)
+    engine = RetrieverQueryEngine.from_args(retriever, llm=my_llama_index_llm)
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Any
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.callbacks.base import CallbackManager
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+from ..models.llm import as_llm
+from ..types import Evidence, Fact, ScoredPassage
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..index.store import KnowledgeIndex
+    from ..methods.base import Retriever
+
+__all__ = [
+    "KGRetriever",
+    "SpreadingActivationRetriever",
+    "VARIANTS",
+    "evidence_to_nodes",
+    "fact_to_node",
+    "passage_to_node",
+]
+
+#: Metadata keys shown to the LLM and the embedder; everything else is excluded from both.
+_VISIBLE_KEYS = ("title",)
+
+
+def _scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+def _small_metadata(data: dict[str, Any]) -> dict[str, Any]:
+    """Keep flat, JSON-friendly entries (scalars and lists of scalars) so vector stores accept them."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if _scalar(value):
+            out[key] = value
+        elif isinstance(value, (list, tuple)) and all(_scalar(v) for v in value):
+            out[key] = list(value)
+    return out
+
+
+def _node(node_id: str, text: str, metadata: dict[str, Any]) -> TextNode:
+    hidden = [k for k in metadata if k not in _VISIBLE_KEYS]
+    return TextNode(
+        id_=node_id,
+        text=text,
+        metadata=metadata,
+        excluded_llm_metadata_keys=hidden,
+        excluded_embed_metadata_keys=hidden,
+    )
+
+
+def passage_to_node(sp: ScoredPassage, *, retriever: str = "", rank: int | None = None) -> NodeWithScore:
+    """One scored passage as a ``NodeWithScore`` (node id = passage id)."""
+    p = sp.passage
+    meta = _small_metadata(p.metadata)
+    meta.update(title=p.title, kind="passage", passage_id=p.id)
+    if retriever:
+        meta["retriever"] = retriever
+    if rank is not None:
+        meta["rank"] = rank
+    return NodeWithScore(node=_node(p.id, p.text, meta), score=float(sp.score))
+
+
+def fact_to_node(fact: Fact, *, retriever: str = "") -> NodeWithScore:
+    """One fact / path / clue as a ``NodeWithScore``; the id is a stable hash of kind + text."""
+    digest = hashlib.sha1(f"{fact.kind}\x1f{fact.text}".encode("utf-8")).hexdigest()[:16]
+    meta = {f"fact_{k}" if k in ("kind", "title") else k: v for k, v in _small_metadata(fact.data).items()}
+    meta["kind"] = fact.kind
+    if retriever:
+        meta["retriever"] = retriever
+    return NodeWithScore(node=_node(f"{fact.kind}:{digest}", fact.text, meta), score=float(fact.score))
+
+
+def evidence_to_nodes(
+    evidence: Evidence, *, include_facts: bool = True, max_facts: int | None = None, retriever: str = ""
+) -> list[NodeWithScore]:
+    """Passages (in order) followed by facts (when ``include_facts``; at most ``max_facts``)."""
+    nodes = [passage_to_node(sp, retriever=retriever, rank=i) for i, sp in enumerate(evidence.passages, 1)]
+    if include_facts:
+        facts = evidence.facts if max_facts is None else evidence.facts[:max_facts]
+        seen = {n.node.node_id for n in nodes}
+        for f in facts:
+            n = fact_to_node(f, retriever=retriever)
+            if n.node.node_id not in seen:  # BaseRetriever drops duplicate ids anyway
+                seen.add(n.node.node_id)
+                nodes.append(n)
+    return nodes
+
+
+class KGRetriever(BaseRetriever):
+    """Wrap any kgrag ``Retriever`` (``retrieve(query, k) -> Evidence``) as a LlamaIndex retriever.
+
+    ``similarity_top_k`` is the ``k`` passed to the method (number of passages). Facts follow the
+    passages when ``include_facts`` (at most ``max_facts``). ``aretrieve`` awaits the wrapped
+    retriever's ``aretrieve``. ``last_evidence`` / ``last_trace`` hold the most recent result.
+    """
+
+    def __init__(
+        self,
+        retriever: Retriever,
+        *,
+        similarity_top_k: int = 5,
+        include_facts: bool = True,
+        max_facts: int | None = None,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+    ) -> None:
+        if not callable(getattr(retriever, "retrieve", None)):
+            raise TypeError(f"expected a kgrag Retriever with retrieve(query, k), got {type(retriever).__name__}")
+        if similarity_top_k < 1:
+            raise ValueError(f"similarity_top_k must be >= 1, got {similarity_top_k}")
+        self.retriever = retriever
+        self.similarity_top_k = similarity_top_k
+        self.include_facts = include_facts
+        self.max_facts = max_facts
+        self.last_evidence: Evidence | None = None
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+
+    @property
+    def last_trace(self) -> dict[str, Any] | None:
+        """The trace of the most recent retrieval (seeds, rounds, route, ...), or ``None``."""
+        return self.last_evidence.trace if self.last_evidence is not None else None
+
+    def _to_nodes(self, evidence: Evidence) -> list[NodeWithScore]:
+        self.last_evidence = evidence
+        return evidence_to_nodes(
+            evidence,
+            include_facts=self.include_facts,
+            max_facts=self.max_facts,
+            retriever=getattr(self.retriever, "name", ""),
+        )
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return self._to_nodes(self.retriever.retrieve(query_bundle.query_str, self.similarity_top_k))
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return self._to_nodes(await self.retriever.aretrieve(query_bundle.query_str, self.similarity_top_k))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.retriever!r}, similarity_top_k={self.similarity_top_k})"
+
+
+def _build_activation(index: KnowledgeIndex, **kw: Any) -> Retriever:
+    from ..methods.activation import ActivationRetriever
+
+    if kw.get("llm") is not None:
+        raise ValueError("variant 'activation' is LLM-free; use variant='kg_infused' to retrieve with an LLM")
+
+    return ActivationRetriever(index, **kw)
+
+
+def _build_sa_rag(index: KnowledgeIndex, **kw: Any) -> Retriever:
+    from ..methods.sa_rag import SARAGRetriever
+
+    return SARAGRetriever(index, **kw)
+
+
+def _build_kg_infused(index: KnowledgeIndex, **kw: Any) -> Retriever:
+    from ..methods.kg_infused import KGInfusedRetriever
+
+    return KGInfusedRetriever(index, **kw)
+
+
+#: ``variant`` -> builder of the framework-free method (imported lazily).
+VARIANTS = {"activation": _build_activation, "sa_rag": _build_sa_rag, "kg_infused": _build_kg_infused}
+
+
+class SpreadingActivationRetriever(KGRetriever):
+    """Spreading-activation retrieval over a :class:`~kgrag_plugins.index.store.KnowledgeIndex`.
+
+    ``variant``:
+
+    - ``"activation"`` (default, LLM-free): :class:`~kgrag_plugins.methods.activation.ActivationRetriever`
+    - ``"sa_rag"``: :class:`~kgrag_plugins.methods.sa_rag.SARAGRetriever` (SA-RAG retrieval step)
+    - ``"kg_infused"``: :class:`~kgrag_plugins.methods.kg_infused.KGInfusedRetriever` (KG-Infused
+      RAG activation + query expansion + dual retrieval; uses ``llm`` when given)
+
+    ``llm`` may be one of our LLMs, a LangChain chat model or a LlamaIndex LLM (``as_llm``); it is
+    passed to the method as ``llm=`` (only when given; ``"activation"`` takes none).
+    ``method_kwargs`` go to the method's constructor. The method object is ``self.retriever``.
+    """
+
+    def __init__(
+        self,
+        index: KnowledgeIndex,
+        variant: str = "activation",
+        llm: Any = None,
+        similarity_top_k: int = 5,
+        include_facts: bool = True,
+        *,
+        max_facts: int | None = None,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+        **method_kwargs: Any,
+    ) -> None:
+        if variant not in VARIANTS:
+            raise ValueError(f"unknown variant {variant!r}; choose one of {', '.join(map(repr, VARIANTS))}")
+        if llm is not None:
+            method_kwargs["llm"] = as_llm(llm)
+        self.variant = variant
+        super().__init__(
+            VARIANTS[variant](index, **method_kwargs),
+            similarity_top_k=similarity_top_k,
+            include_facts=include_facts,
+            max_facts=max_facts,
+            callback_manager=callback_manager,
+            verbose=verbose,
+        )

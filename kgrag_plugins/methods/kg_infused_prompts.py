@@ -1,0 +1,257 @@
+# ruff: noqa: E501  (prompt paragraphs are kept as single lines, as the model sees them)
+"""Prompts of KG-Infused RAG (Wu et al., arXiv 2506.09542, Appendix D.1, Tables 8-16).
+
+The instruction texts follow the paper's appendix; the layout (blank lines between blocks) is
+ours. Each prompt is one user turn (the chat template is applied by the serving stack).
+
+Triple format: the instructions say ``<subject, predicate, object>``, but the triples shown to
+the model use `` | `` separators (``<head | relation | tail>``), as the official code does
+(METHODS.md §1(c) [DISCREPANCY]); the parser accepts both.
+
+Keys (the official code's names in brackets):
+
+- :data:`ANSWER_WITHOUT_RETRIEVAL` (``base_wo_retri``, Table 8)
+- :data:`ANSWER_WITH_RETRIEVAL` (``base_retri``, Table 9) — the ``Passages:`` slot holds raw
+  passages, a passage note, or a fact-enhanced note
+- :data:`QUERY_EXPANSION_ONLY_QUERY` (``query_expansion_only_query``, Table 10, vanilla QE)
+- :data:`WRITE_NOTE` (``write_note``, Table 11, Eq. 9)
+- :data:`TRIPLES_SELECTION` (``triples_selection_before_retri``, Table 12, round 0)
+- :data:`TRIPLES_UPDATE` (``triples_update_before_retri``, Table 13, rounds >= 1)
+- :data:`TRIPLES_SUMMARY` (``triples_summary``, Table 14)
+- :data:`QUERY_EXPANSION` (``query_expansion_query_and_triples_summary``, Table 15, Eq. 7)
+- :data:`AUG_PASSAGE` (``aug_passage``, Table 16, Eq. 10)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+__all__ = [
+    "ANSWER_WITHOUT_RETRIEVAL",
+    "ANSWER_WITH_RETRIEVAL",
+    "AUG_PASSAGE",
+    "PROMPTS",
+    "QUERY_EXPANSION",
+    "QUERY_EXPANSION_ONLY_QUERY",
+    "TRIPLES_SELECTION",
+    "TRIPLES_SUMMARY",
+    "TRIPLES_UPDATE",
+    "WRITE_NOTE",
+    "format_candidate_groups",
+    "format_passages",
+    "format_triple",
+    "format_triples",
+    "postprocess",
+]
+
+ANSWER_WITHOUT_RETRIEVAL = """### Instructions
+Only give me the answer and do not output any other words.
+
+Question: {question}
+Answer:"""
+
+ANSWER_WITH_RETRIEVAL = """### Instructions
+Answer the question based on the given passages. Only give me the answer and do not output any other words.
+
+Passages:
+{passages}
+
+Question: {question}
+Answer:"""
+
+QUERY_EXPANSION_ONLY_QUERY = """### Instructions
+Generate a new short query that is distinct from but closely related to the original question. This new query should aim to retrieve additional passages that fill in gaps or provide complementary knowledge necessary to thoroughly address the original question. Ensure the new query is relevant, precise, and broadens the scope of information tied to the original question. Only give me the new short query and do not output any other words.
+
+Original Question:
+{question}
+
+New Query:"""
+
+WRITE_NOTE = """### Instructions
+Based on the provided document content, write a note. The note should integrate all relevant information from the original text that can help answer the specified question and form a coherent paragraph. Please ensure that the note includes all original text information useful for answering the question.
+
+Question to be answered:
+{question}
+
+Document content:
+{passages}
+
+Note:"""
+
+TRIPLES_SELECTION = """### Instructions
+Given a question and a set of retrieved entity triples, select only the triples that are relevant to the question.
+
+### Information:
+1. Each triple is in the form of <subject, predicate, object>.
+2. The objects in the selected triples will be further explored in the next steps to gather additional relevant triples information.
+
+### Rules:
+1. Only select triples from the retrieved set. Do not generate new triples.
+2. A triple is relevant if it contains information about entities or relationships that are important for answering the question, either directly or indirectly.
+   - For example, if the question asks about a specific person, include triples about that person's name, occupation, relationships, etc.
+   - If the question asks about an event or entity, include related background information that can help answer the question.
+3. Output triples exactly as they appear in angle brackets (<...>).
+
+Question:
+{question}
+
+Retrieved Entity Triples:
+{triples}
+
+Selected Triples:"""
+
+TRIPLES_UPDATE = """### Instructions
+Given a question, a set of previously selected entity triples that are relevant to the question, and a new set of retrieved entity triples, select only the triples from the new set of retrieved entity triples that expand or enhance the information provided by the previously selected triples to help address the question.
+
+### Information:
+1. Each triple is in the form of <subject, predicate, object>.
+2. The objects in the selected triples will be further explored in the next steps to gather additional relevant triples information.
+
+### Rules:
+1. Only select triples from the new set of retrieved entity triples. Do not include duplicates of the previously selected triples or generate new triples.
+2. A triple is considered relevant if it:
+   - Provides new information that complements or builds upon the entities, relationships, or concepts in the previously selected triples, and
+   - Helps to better address or provide context for answering the question.
+3. Do not include triples that are unrelated to the question or do not expand on the previously selected triples.
+4. Output triples exactly as they appear in angle brackets (<...>).
+
+Question:
+{question}
+
+Previously Selected Triples:
+{previous_selected_triples}
+
+New Retrieved Entity Triples:
+{new_retrieved_triples}
+
+Selected Triples:"""
+
+TRIPLES_SUMMARY = """### Instructions
+Given a question and a set of retrieved entity triples, write a summary that captures the key information from the triples. If the triples do not provide enough information to directly answer the question, still summarize the information provided in the triples, even if it does not directly relate to the question. Focus on presenting all available details, regardless of their direct relevance to the query, in a concise and informative way.
+
+Question:
+{question}
+
+Selected Triples:
+{selected_triples}
+
+Summary:"""
+
+QUERY_EXPANSION = """### Instructions
+Generate a new short query that is distinct from but closely related to the original question. This new query should leverage both the original question and the provided paragraph to retrieve additional passages that fill in gaps or provide complementary knowledge necessary to thoroughly address the original question. Ensure the new query is relevant, precise, and broadens the scope of information tied to the original question. Only give me the new short query and do not output any other words.
+
+Original Question:
+{question}
+
+Related Paragraph:
+{triples_summary}
+
+New Query:"""
+
+AUG_PASSAGE = """### Instructions
+You are an expert in text enhancement and fact integration. Given a question, a retrieved passage, and relevant factual information, your task is to improve the passage by seamlessly incorporating useful details from the factual information. Ensure that the enhanced passage remains coherent, well-structured, and directly relevant to answering the question. Preserve the original meaning while making the passage more informative. Avoid introducing unrelated content.
+
+Question:
+{question}
+
+Retrieved Passage:
+{passage}
+
+Relevant Factual Information:
+{triples_summary}
+
+Enhanced Passage:"""
+
+#: All prompts by the official code's key.
+PROMPTS: dict[str, str] = {
+    "base_wo_retri": ANSWER_WITHOUT_RETRIEVAL,
+    "base_retri": ANSWER_WITH_RETRIEVAL,
+    "query_expansion_only_query": QUERY_EXPANSION_ONLY_QUERY,
+    "write_note": WRITE_NOTE,
+    "triples_selection_before_retri": TRIPLES_SELECTION,
+    "triples_update_before_retri": TRIPLES_UPDATE,
+    "triples_summary": TRIPLES_SUMMARY,
+    "query_expansion_query_and_triples_summary": QUERY_EXPANSION,
+    "aug_passage": AUG_PASSAGE,
+}
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def format_triple(head: str, relation: str, tail: str) -> str:
+    """``<head | relation | tail>`` — the form shown to (and copied back by) the LLM."""
+    return f"<{head} | {relation} | {tail}>"
+
+
+def format_triples(triples: Iterable[tuple[str, str, str]]) -> str:
+    """One ``<head | relation | tail>`` per line."""
+    return "\n".join(format_triple(*t) for t in triples)
+
+
+def format_candidate_groups(groups: Sequence[tuple[str, Sequence[tuple[str, str, str]]]]) -> str:
+    """Candidates grouped by the entity they were retrieved for::
+
+        [1] Marie Curie
+        <Marie Curie | place of birth | Warsaw>
+        ...
+        [2] ...
+
+    ``groups``: ``(entity name, its triples)`` in frontier order; empty groups are skipped
+    (numbering stays consecutive).
+    """
+    blocks = []
+    for name, triples in groups:
+        if triples:
+            blocks.append(f"[{len(blocks) + 1}] {name}\n{format_triples(triples)}")
+    return "\n\n".join(blocks)
+
+
+def format_passages(passages: Iterable[tuple[str, str]]) -> str:
+    """``[i] title\\ntext`` blocks (i from 1) for the note and answer prompts; ``passages`` are
+    ``(title, text)`` pairs (an empty title leaves just the text after ``[i] ``)."""
+    out = []
+    for i, (title, text) in enumerate(passages, 1):
+        out.append(f"[{i}] {title}\n{text}" if title else f"[{i}] {text}")
+    return "\n\n".join(out)
+
+
+# --------------------------------------------------------------------------- post-processing
+
+#: Leading markers stripped from LLM outputs (official code, METHODS.md §1(c)); matched
+#: case-insensitively, repeatedly, so "### Answer: x" -> "x".
+_PREFIXES = (
+    "### ",
+    "note:\n",
+    "summary:\n",
+    "enhanced passage:\n",
+    "new query:\n",
+    "answer:\n",
+    "answer: ",
+)
+#: Same markers followed by a space or nothing at all (models also write "Note: ..." inline).
+_INLINE = re.compile(r"^(?:note|summary|enhanced passage|new query|answer|selected triples)\s*:\s*", re.I)
+
+
+def postprocess(text: str) -> str:
+    """Clean an LLM reply: drop ``</s>``, leading ``### `` / ``Note:`` / ``Summary:`` /
+    ``Enhanced Passage:`` / ``New Query:`` / ``Answer:`` markers (with a newline or a space
+    after the colon), and surrounding whitespace."""
+    s = (text or "").replace("</s>", "")
+    s = s.lstrip()
+    changed = True
+    while changed and s:
+        changed = False
+        low = s.lower()
+        for p in _PREFIXES:
+            if low.startswith(p):
+                s = s[len(p) :].lstrip()
+                changed = True
+                break
+        else:
+            m = _INLINE.match(s)
+            if m and m.end() < len(s):
+                s = s[m.end() :].lstrip()
+                changed = True
+    return s.strip()
