@@ -118,11 +118,18 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     index = KnowledgeIndex.open(args.index)
     retriever = RETRIEVERS[args.retriever][0](index)
     ev = retriever.retrieve(args.question, args.k)
+    if args.draw:
+        from .index.draw import draw_activation
+
+        info = draw_activation(index.graph, ev.trace, args.draw)
+        print(f"drew {info['nodes']} activated entities, {info['edges']} edges -> {info['out']}", file=sys.stderr)
     if args.json:
         print(json.dumps(ev.to_dict(), indent=2, ensure_ascii=False))
         return 0
     for sp in ev.passages:
         print(f"{sp.score:8.4f}  [{sp.passage.id}] {sp.passage.title}: {sp.passage.text[:160]}")
+    for f in ev.facts:
+        print(f"  fact {f.score:6.3f}  {f.text[:160]}")
     if args.generate:
         from .methods.answer import generate_answer
         from .models.llm import OpenAICompatibleLLM
@@ -199,6 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--retriever", default="hybrid", choices=sorted(RETRIEVERS))
     a.add_argument("-k", type=int, default=5)
     a.add_argument("--json", action="store_true", help="print the Evidence as JSON")
+    a.add_argument("--draw", type=Path, default=None, help="draw the activated subgraph (FILE.png or FILE.html)")
     a.add_argument("--generate", action="store_true", help="also answer with the LLM at $KGRAG_LLM_BASE_URL")
     a.add_argument("question")
     a.set_defaults(func=_cmd_ask)

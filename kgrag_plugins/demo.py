@@ -20,6 +20,8 @@ from .eval.metrics import recall_at_k
 from .index.store import KnowledgeIndex
 from .methods.activation import ActivationRetriever
 from .methods.baselines import BM25Retriever, DenseRetriever, HybridRetriever, PPRRetriever
+from .methods.kg_infused import KGInfusedRetriever
+from .methods.sa_rag import SARAGRetriever
 from .types import Passage
 
 
@@ -82,6 +84,8 @@ def run_demo(out: TextIO, *, index_dir: str | Path | None = None, k: int = 3, ll
             HybridRetriever(index),
             PPRRetriever(index),
             ActivationRetriever(index),
+            SARAGRetriever(index),
+            KGInfusedRetriever(index),
         ]
         recalls: dict[str, list[float]] = {r.name: [] for r in retrievers}
         for q in questions:
@@ -96,6 +100,11 @@ def run_demo(out: TextIO, *, index_dir: str | Path | None = None, k: int = 3, ll
                     print(f"   {mark} {sp.score:7.3f}  {sp.passage.title}: {_short(sp.passage.text)}", file=out)
                 if r.name == "activation":
                     _print_activation(ev, out)
+                elif r.name == "sa-rag":
+                    acts = ", ".join(f"{n} {v:.2f}" for n, v in list(ev.trace.get("activation", {}).items())[:6])
+                    print(f"     seeds: {', '.join(s['name'] for s in ev.trace.get('seeds', []))}; activated: {acts}", file=out)
+                elif r.name == "kg-infused":
+                    print(f"     expanded query: {_short(ev.trace.get('expanded_query', ''), 100)}", file=out)
             if llm is not None:
                 from .methods.answer import generate_answer
 
@@ -105,5 +114,5 @@ def run_demo(out: TextIO, *, index_dir: str | Path | None = None, k: int = 3, ll
         summary = {name: sum(v) / len(v) for name, v in recalls.items()}
         print(f"Mean recall@{k} over {len(questions)} sample questions (* marks gold passages):", file=out)
         for name, v in summary.items():
-            print(f"  {name:8s} {v:.3f}", file=out)
+            print(f"  {name:10s} {v:.3f}", file=out)
         return summary

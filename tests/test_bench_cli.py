@@ -99,6 +99,28 @@ def test_cli_bench_index_ask(mini_data, tmp_path, capsys, sample_corpus):
     assert "not a kgrag index" in capsys.readouterr().err
 
 
+def test_cli_bench_and_ask_spreading_activation(mini_data, tmp_path, capsys):
+    out = tmp_path / "act.json"
+    rc = main(["bench", "--dataset", "popqa", "--retrievers", "dense,activation,sa-rag,kg-infused",
+               "--data-dir", str(mini_data), "--cache-dir", str(tmp_path / "cache"), "--out", str(out), "--quiet"])
+    assert rc == 0
+    report = json.loads(out.read_text())
+    assert list(report["results"]) == ["dense", "activation", "sa-rag", "kg-infused"]
+    assert set(report["graphs"]) == {"mentions"}  # one graph build serves all three
+    for name in ("activation", "kg-infused"):
+        assert report["results"][name]["passages_returned_p50"] == 5
+    assert report["results"]["sa-rag"]["passages_returned_p50"] <= 5  # thresholds, no padding
+    assert "| activation |" in capsys.readouterr().out
+
+    idx = next((tmp_path / "cache").glob("*-mentions"))
+    pic = tmp_path / "act.html"
+    assert main(["ask", "--index", str(idx), "--retriever", "activation", "-k", "3", "--draw", str(pic),
+                 "Where was Wolfgang Amadeus Mozart born?"]) == 0
+    printed = capsys.readouterr()
+    assert "Wolfgang Amadeus Mozart" in printed.out and "fact" in printed.out
+    assert "activated entities" in printed.err and "Activated subgraph (activation)" in pic.read_text()
+
+
 def test_demo_end_to_end_offline(capsys, sample_questions):
     assert main(["demo"]) == 0
     out = capsys.readouterr().out
@@ -116,7 +138,8 @@ def test_demo_generates_answers_with_an_llm(sample_questions):
     assert len(llm.calls) == len(sample_questions)
     prompt = llm.calls[0]["messages"][-1]["content"]
     assert sample_questions[0].question in prompt and "[1] " in prompt
-    assert set(summary) == {"dense", "bm25", "hybrid", "ppr"} and summary["hybrid"] >= 0.5
+    assert set(summary) == {"dense", "bm25", "hybrid", "ppr", "activation", "sa-rag", "kg-infused"}
+    assert summary["hybrid"] >= 0.5 and summary["activation"] >= summary["ppr"]
 
 
 def test_bench_on_real_data(data_dir, tmp_path):

@@ -337,7 +337,11 @@ class KnowledgeIndex:
         return self._triple_vectors
 
     def _gen_dir_ok(self) -> bool:
-        return self.path is not None and "generation" in self.manifest and (self.path / self.manifest["generation"]).is_dir()
+        return (
+            self.path is not None
+            and "generation" in self.manifest
+            and (self.path / self.manifest["generation"]).is_dir()
+        )
 
     def _persist_array(self, name: str, arr: np.ndarray) -> None:
         """Add a derived array to the live generation (atomic rename; readers never see a partial file)."""
