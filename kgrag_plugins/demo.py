@@ -102,7 +102,10 @@ def run_demo(out: TextIO, *, index_dir: str | Path | None = None, k: int = 3, ll
                     _print_activation(ev, out)
                 elif r.name == "sa-rag":
                     acts = ", ".join(f"{n} {v:.2f}" for n, v in list(ev.trace.get("activation", {}).items())[:6])
-                    print(f"     seeds: {', '.join(s['name'] for s in ev.trace.get('seeds', []))}; activated: {acts}", file=out)
+                    print(
+                        f"     seeds: {', '.join(s['name'] for s in ev.trace.get('seeds', []))}; activated: {acts}",
+                        file=out,
+                    )
                 elif r.name == "kg-infused":
                     print(f"     expanded query: {_short(ev.trace.get('expanded_query', ''), 100)}", file=out)
             if llm is not None:

@@ -174,6 +174,8 @@ def test_rejects_bad_arguments(sample_index):
         SpreadingActivationRetriever(sample_index, variant="pagerank")
     with pytest.raises(ValueError, match="LLM-free"):
         SpreadingActivationRetriever(sample_index, variant="activation", llm=ScriptedLLM(["x"]))
+    with pytest.raises(ValueError, match="sa_rag_graph"):
+        SpreadingActivationRetriever(sample_index, variant="sa_rag", llm=ScriptedLLM(["x"]))
 
 
 # --------------------------------------------------------------------------- inside LlamaIndex components

@@ -175,6 +175,12 @@ def _build_activation(index: KnowledgeIndex, **kw: Any) -> Retriever:
 def _build_sa_rag(index: KnowledgeIndex, **kw: Any) -> Retriever:
     from ..methods.sa_rag import SARAGRetriever
 
+    if kw.get("llm") is not None:
+        raise ValueError(
+            "SA-RAG retrieval is LLM-free; its LLM runs the CoT loop: use sa_rag_graph(index, llm) "
+            "or SARAGCoT(SARAGRetriever(index), llm).run(question)"
+        )
+    kw.pop("llm", None)
     return SARAGRetriever(index, **kw)
 
 
