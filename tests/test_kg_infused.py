@@ -545,3 +545,10 @@ def test_real_llm_end_to_end(metaqa_index):
     ans = r.run(KB_Q)
     assert ans.metadata["trace"]["rounds"] >= 1 and ans.metadata["note"]
     assert "london" in ans.text.lower()
+
+
+def test_llm_expansion_is_cut_to_one_short_line(hub_index):
+    llm = ScriptedLLM(["New Query:\n\n  where is   the zorblax hub located\nrambling on\nand on"])
+    r = KGInfusedRetriever(hub_index, llm=llm, qe_max_words=4)
+    assert r.expand_query("Where is the hub?", "The hub is a place.") == "where is the zorblax"
+    assert "The hub is a place." in llm.calls[0]["messages"][-1]["content"]

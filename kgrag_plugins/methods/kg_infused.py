@@ -308,7 +308,7 @@ class KGInfusedRetriever(Retriever):
         max_entities_per_round: frontier cap (10). max_triples_per_entity: per-entity cap (50).
         k_passages: passages per query in dual retrieval (k_p / 2 = 3).
         select_per_round / select_min_ratio: LLM-free selection (top 5, score >= 0.8 × best).
-        qe_max_words: word budget of the LLM-free expansion's triple appendix (64).
+        qe_max_words: word budget of the LLM-free expansion's triple appendix and of an LLM's q' (64).
         seed: seed of the per-entity triple sample (42, as the official code).
         max_new_tokens / temperature: decoding of every LLM call (paper: 1000, greedy).
         triple_vectors: ``"index"``: score candidate triples with the index's stored
@@ -493,6 +493,10 @@ class KGInfusedRetriever(Retriever):
                 try:
                     selected, reply = self._select_llm(question, memory, groups, first=i == 0 or not memory.triples)
                     rt.extra["reply"] = reply[:2000]
+                    if not selected:
+                        # Faithful: nothing parsed = nothing selected (the frontier empties). Flagged
+                        # in the round trace so a model that ignores the format is visible.
+                        rt.extra["no_triple_parsed"] = True
                     for ti in selected:
                         scores.setdefault(ti, 1.0)
                 except LLMError as exc:
@@ -544,7 +548,8 @@ class KGInfusedRetriever(Retriever):
     def expand_query(self, question: str, summary: str, memory: ActivationMemory | None = None) -> str:
         """Eq. 7: q' from q and the summary (Table 15; Table 10 when the summary is empty).
         LLM-free or on an LLM error: ``q + " " +`` the verbalised selected triples, cut to
-        ``qe_max_words`` words. An empty LLM reply falls back to q."""
+        ``qe_max_words`` words. The prompt asks for one short query, so an LLM reply is cut to its
+        first non-empty line and ``qe_max_words`` words; an empty reply falls back to q."""
         if self.llm is None:
             return self._template_expansion(question, memory)
         if summary.strip():
@@ -557,7 +562,8 @@ class KGInfusedRetriever(Retriever):
             if memory is not None:
                 _errors_of(memory).append({"step": "query_expansion", "error": str(exc)})
             return self._template_expansion(question, memory)
-        return out or question
+        line = next((ln.strip() for ln in out.splitlines() if ln.strip()), "")
+        return " ".join(line.split()[: self.qe_max_words]) or question
 
     # ------------------------------------------------------------------ step 5: dual retrieval
     def _search(self, text: str, n: int) -> list[ScoredPassage]:
