@@ -18,7 +18,7 @@ if env("LLM_BASE_URL"):
     llm = OpenAICompatibleLLM.from_env()
 with tempfile.TemporaryDirectory() as tmp:
     index = KnowledgeIndex.build(sample_corpus(), f"{tmp}/index", builder="mentions", progress=False)
-    graph = activation_graph(index, llm, k=3)  # also: kg_infused_graph(index, llm), sa_rag_graph(index, llm)
+    graph = activation_graph(index, llm, k=5)  # also: kg_infused_graph(index, llm), sa_rag_graph(index, llm)
     state = {"question": question}
     for update in graph.stream(state, stream_mode="updates"):
         for node, out in update.items():

@@ -13,7 +13,7 @@ question = "Which river flows through the city where Marie Curie was born?"
 with tempfile.TemporaryDirectory() as tmp:
     index = KnowledgeIndex.build(sample_corpus(), f"{tmp}/index", builder="mentions", progress=False)
     # variant="sa_rag" or "kg_infused" (llm=... optional) plug in the same way.
-    retriever = SpreadingActivationRetriever(index, variant="activation", similarity_top_k=3, max_facts=5)
+    retriever = SpreadingActivationRetriever(index, variant="activation", similarity_top_k=5, max_facts=5)
     for n in retriever.retrieve(question):  # passages first, then facts (metadata["kind"])
         label = n.node.metadata["title"] if n.node.metadata["kind"] == "passage" else n.node.metadata["kind"]
         print(f"{n.score:6.3f}  [{label}] {n.node.get_content()[:100]}")
