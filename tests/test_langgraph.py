@@ -272,7 +272,7 @@ def test_sa_rag_cot_respects_max_steps_and_skips_failed_steps(sample_index):
     names, final = _nodes(sa_rag_graph(sample_index, llm, max_steps=2), {"question": Q})
     assert names == ["retrieve", "reason", "reason", "retrieve", "generate"]
     assert final["steps"] == 2 and final["generation"] == "Vistula" and llm.remaining == 0
-    assert final["trace"]["reasoning"][0] is None
+    assert final["trace"]["reasoning"][0] == {"error": "unparseable reply"}
     assert len(final["trace"]["retrievals"]) == 2
 
 

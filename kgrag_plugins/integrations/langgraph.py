@@ -382,14 +382,16 @@ def make_sa_retrieve_node(retriever: Any, cot: Any = None, k: int | None = None)
 
 def make_sa_reason_node(cot: Any) -> RunnableLambda:
     """One SA-RAG CoT reasoning step over ``context``: writes ``reasoning`` (``None`` when the call
-    failed), ``steps`` (+1), ``query`` (the follow-up question) and appends to ``trace["reasoning"]``."""
+    failed), ``steps`` (+1), ``query`` (the follow-up question) and appends to ``trace["reasoning"]``
+    (``{"error": why}`` for a failed step)."""
 
     def reason(state: dict[str, Any]) -> dict[str, Any]:
-        out = cot.reason(_question(state), state.get("context") or "")
+        out, error = cot.reason_with_error(_question(state), state.get("context") or "")
+        entry = out if out is not None else {"error": error}
         update: dict[str, Any] = {
             "reasoning": out,
             "steps": int(state.get("steps") or 0) + 1,
-            "trace": _trace(state, reasoning=[*(state.get("trace") or {}).get("reasoning", []), out]),
+            "trace": _trace(state, reasoning=[*(state.get("trace") or {}).get("reasoning", []), entry]),
         }
         if out and not out.get("answer_possible") and out.get("additional_question"):
             update["query"] = str(out["additional_question"])

@@ -660,6 +660,11 @@ class SARAGCoT:
         }
         return parsed, None, reply
 
+    def reason_with_error(self, question: str, context: str) -> tuple[dict[str, Any] | None, str | None]:
+        """:meth:`reason` plus why it returned ``None`` (call failure or unreadable reply)."""
+        parsed, error, _ = self._reason(question, context)
+        return parsed, error
+
     def reason(self, question: str, context: str) -> dict[str, Any] | None:
         """One reasoning call: ``{provided_context, answer_possible (bool), final_answer,
         additional_question}``, or ``None`` when the call fails or the reply cannot be read."""
