@@ -294,6 +294,12 @@ class KnowledgeIndex:
         """One L2-normalised query vector."""
         return self.embedder.embed([text], progress=False)[0]
 
+    def graph_passage_positions(self) -> np.ndarray:
+        """Row in ``passages.vectors`` of each of ``graph.passage_ids`` (``link_matrix`` column
+        order); -1 for a passage the graph knows but the store does not."""
+        store = self.passages
+        return np.array([store.position(p) if p in store else -1 for p in self.graph.passage_ids], dtype=np.int64)
+
     @property
     def counts(self) -> dict[str, int]:
         return _counts(self.passages, self.graph, self.parsekg)

@@ -79,6 +79,13 @@ def triple_text(graph: KnowledgeGraph, ti: int, sep: str = " ") -> str:
     return sep.join((graph.name_of(t.head), t.relation, graph.name_of(t.tail)))
 
 
+def triple_fact(graph: KnowledgeGraph, ti: int, score: float, sep: str = " ") -> Fact:
+    """Triple ``ti`` as a :class:`~kgrag_plugins.types.Fact` (``data``: head/relation/tail ids, sources)."""
+    t = graph.triple(ti)
+    data = {"head": t.head, "relation": t.relation, "tail": t.tail, "sources": t.source_ids}
+    return Fact(triple_text(graph, ti, sep), kind="fact", score=score, data=data)
+
+
 def spread_bfs(
     adjacency: Mapping[Any, Sequence[tuple[Any, float]]],
     seeds: Sequence[Any],
@@ -186,18 +193,7 @@ class ActivationMemory:
 
     def facts(self, scores: Mapping[int, float] | None = None, sep: str = " ") -> list[Fact]:
         """The accumulated triples as :class:`~kgrag_plugins.types.Fact` (``kind="fact"``)."""
-        out = []
-        for ti in self.triples:
-            t = self.graph.triple(ti)
-            out.append(
-                Fact(
-                    triple_text(self.graph, ti, sep),
-                    kind="fact",
-                    score=float((scores or {}).get(ti, 1.0)),
-                    data={"head": t.head, "relation": t.relation, "tail": t.tail, "sources": t.source_ids},
-                )
-            )
-        return out
+        return [triple_fact(self.graph, ti, float((scores or {}).get(ti, 1.0)), sep) for ti in self.triples]
 
     def trace(self) -> dict[str, Any]:
         """JSON-able trace: seeds, rounds, final activation (entity names included)."""
@@ -282,7 +278,7 @@ class ActivationRetriever(Retriever):
         g, store = self.index.graph, self.index.passages
         n_e, n_p = g.num_entities, len(store)
         links = g.link_matrix().tocoo()
-        cols = np.array([store.position(p) if p in store else -1 for p in g.passage_ids], dtype=np.int64)
+        cols = self.index.graph_passage_positions()
         pos = cols[links.col] if links.nnz else np.zeros(0, np.int64)
         keep = pos >= 0
         link = sp.csr_matrix((np.ones(int(keep.sum())), (links.row[keep], pos[keep])), shape=(n_e, n_p))
@@ -385,15 +381,4 @@ class ActivationRetriever(Retriever):
                 if int(v) in val and int(v) != u:
                     found[int(ti) - 1] = float(np.sqrt(au * val[int(v)]))
         best = sorted(found.items(), key=lambda x: (-x[1], x[0]))[: self.max_facts]
-        facts = []
-        for ti, score in best:
-            t = g.triple(ti)
-            facts.append(
-                Fact(
-                    triple_text(g, ti),
-                    kind="fact",
-                    score=round(score, 4),
-                    data={"head": t.head, "relation": t.relation, "tail": t.tail, "sources": t.source_ids},
-                )
-            )
-        return facts
+        return [triple_fact(g, ti, round(score, 4)) for ti, score in best]

@@ -91,7 +91,7 @@ class PPRRetriever(Retriever):
         self._dense = DenseRetriever(index)
         self._links = index.graph.link_matrix().T.tocsr()
         self._pids = index.graph.passage_ids
-        self._pos = [index.passages.position(p) if p in index.passages else -1 for p in self._pids]
+        self._pos = index.graph_passage_positions()
 
     def _retrieve(self, query: str, k: int) -> Evidence:
         from ..index.build.linking import link_question

@@ -268,8 +268,7 @@ class SARAGRetriever(Retriever):
         self._out = graph.adjacency("out")
         self._links = graph.link_matrix().tocsr()
         self._pids = graph.passage_ids
-        store = index.passages
-        self._ppos = np.array([store.position(p) if p in store else -1 for p in self._pids], dtype=np.int64)
+        self._ppos = index.graph_passage_positions()
 
     def __repr__(self) -> str:
         return (
