@@ -1,0 +1,196 @@
+"""FRAG's reasoning-aware hop classifier (METHODS.md §2 step 2), LLM-free and CPU-trained.
+
+FRAG labels a question *simple* (reasoning path of at most ``delta`` = 2 hops) or *complex*
+from the question alone, with a fine-tuned DeBERTa-v3 classifier. No hub model can be
+downloaded here, so this is a logistic-regression head over features any install has:
+
+- the MiniLM sentence embedding of the question (the paper's input normalisation: first letter
+  upper-cased, a trailing "?" added);
+- cheap query statistics: word count, capitalised spans (entity mentions), relation-chain cues
+  (possessives, "of the", relative pronouns, nested wh-words), commas.
+
+Training is L2-regularised logistic regression solved with scipy's L-BFGS on standardised
+features (seconds on CPU). :meth:`HopClassifier.adapt` refits on the old data plus new
+(question, label) pairs, which is FRAG-F's feedback step (labels from counting the hops of
+the path an LLM picked, METHODS.md §2 step 10). Save/load is one ``.npz`` file, written
+atomically.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ..models.embed import Embedder, default_embedder
+
+SIMPLE, COMPLEX = "simple", "complex"
+_WORD = re.compile(r"[A-Za-z0-9']+")
+_CAPSPAN = re.compile(r"(?:\b[A-Z][\w'.-]*(?:\s+(?:of|the|de|von|and)?\s*[A-Z][\w'.-]*)*)")
+_CUES = {
+    "possessive": re.compile(r"'s\b|s'\s"),
+    "of_the": re.compile(r"\bof (?:the|a|an)\b", re.I),
+    "relative": re.compile(r"\b(?:who|whom|whose|which|that|where|when)\b", re.I),
+    "wh": re.compile(r"\b(?:what|who|whom|whose|which|where|when|how)\b", re.I),
+    "also": re.compile(r"\b(?:also|same|both|as well)\b", re.I),
+    "film_of": re.compile(r"\b(?:films?|movies?|books?|songs?|albums?)\b", re.I),
+}
+
+
+def normalize_question(q: str) -> str:
+    """FRAG's classifier input: first letter upper-cased, trailing "?" added if missing."""
+    q = " ".join(q.split())
+    if not q:
+        return q
+    q = q[0].upper() + q[1:]
+    return q if q.endswith("?") else q + "?"
+
+
+def question_stats(q: str) -> np.ndarray:
+    """Cheap structural features of one question (see the module docstring)."""
+    words = _WORD.findall(q)
+    body = q[1:] if q else q  # the sentence-initial capital is not a mention
+    caps = [m.group(0) for m in _CAPSPAN.finditer(body)]
+    feats = [len(words) / 10.0, len(caps), q.count(",")]
+    feats += [len(rx.findall(q)) for rx in _CUES.values()]
+    return np.asarray(feats, dtype=np.float64)
+
+
+class HopClassifier:
+    """Simple (≤ ``delta`` hops) vs complex questions; see the module docstring."""
+
+    def __init__(self, embedder: Embedder | None = None, *, delta: int = 2, l2: float = 1.0) -> None:
+        if delta < 1:
+            raise ValueError(f"delta must be >= 1, got {delta}")
+        self.embedder = embedder
+        self.delta = delta
+        self.l2 = l2
+        self.weights: np.ndarray | None = None
+        self.bias = 0.0
+        self._mean: np.ndarray | None = None
+        self._std: np.ndarray | None = None
+        self._X: np.ndarray | None = None  # training features, kept for adapt()
+        self._y: np.ndarray | None = None
+
+    # ------------------------------------------------------------------ features
+    def _embedder(self) -> Embedder:
+        if self.embedder is None:
+            self.embedder = default_embedder()
+        return self.embedder
+
+    def features(self, questions: Sequence[str]) -> np.ndarray:
+        qs = [normalize_question(q) for q in questions]
+        if any(not q for q in qs):
+            raise ValueError("questions must be non-empty strings")
+        emb = np.asarray(self._embedder().embed(qs, progress=False), dtype=np.float64)
+        stats = np.stack([question_stats(q) for q in qs])
+        return np.hstack([emb, stats])
+
+    def labels(self, hops: Sequence[int]) -> np.ndarray:
+        """1 (complex) where hops > delta, else 0."""
+        return (np.asarray(hops) > self.delta).astype(np.float64)
+
+    # ------------------------------------------------------------------ training
+    def _fit_arrays(self, X: np.ndarray, y: np.ndarray, sample_weight: np.ndarray | None = None) -> None:
+        from scipy.optimize import minimize
+
+        if len(np.unique(y)) < 2:
+            raise ValueError("training needs both simple and complex questions")
+        self._mean = X.mean(axis=0)
+        self._std = X.std(axis=0) + 1e-6
+        Z = (X - self._mean) / self._std
+        w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        n = w.sum()
+
+        def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
+            coef, b = theta[:-1], theta[-1]
+            z = Z @ coef + b
+            p = 1.0 / (1.0 + np.exp(-z))
+            nll = np.sum(w * (np.logaddexp(0.0, z) - y * z)) / n
+            reg = 0.5 * self.l2 * coef @ coef / n
+            g = w * (p - y) / n
+            return nll + reg, np.concatenate([Z.T @ g + self.l2 * coef / n, [g.sum()]])
+
+        res = minimize(loss, np.zeros(Z.shape[1] + 1), jac=True, method="L-BFGS-B", options={"maxiter": 500})
+        self.weights, self.bias = res.x[:-1], float(res.x[-1])
+        self._X, self._y = X, y
+
+    def fit(self, questions: Sequence[str], hops: Sequence[int]) -> "HopClassifier":
+        """Train on questions with their hop counts."""
+        if len(questions) != len(hops):
+            raise ValueError(f"{len(questions)} questions but {len(hops)} hop labels")
+        self._fit_arrays(self.features(questions), self.labels(hops))
+        return self
+
+    def adapt(self, questions: Sequence[str], labels: Sequence[str | int], *, weight: float = 1.0) -> "HopClassifier":
+        """FRAG-F feedback: refit on the training data plus new examples. ``labels`` are
+        ``"simple"``/``"complex"`` or hop counts."""
+        if self._X is None or self._y is None:
+            raise ValueError("adapt() needs the training data of a fitted classifier (fit first)")
+        y_new = np.array(
+            [float(lab == COMPLEX) if isinstance(lab, str) else float(int(lab) > self.delta) for lab in labels]
+        )
+        X = np.vstack([self._X, self.features(questions)])
+        y = np.concatenate([self._y, y_new])
+        sw = np.concatenate([np.ones(len(self._y)), np.full(len(y_new), float(weight))])
+        self._fit_arrays(X, y, sw)
+        return self
+
+    # ------------------------------------------------------------------ inference
+    def predict_proba(self, questions: Sequence[str]) -> np.ndarray:
+        """P(complex) per question."""
+        if self.weights is None:
+            raise ValueError("the hop classifier is not trained (fit() or HopClassifier.load())")
+        Z = (self.features(questions) - self._mean) / self._std
+        return 1.0 / (1.0 + np.exp(-(Z @ self.weights + self.bias)))
+
+    def predict(self, questions: Sequence[str]) -> list[str]:
+        return [COMPLEX if p >= 0.5 else SIMPLE for p in self.predict_proba(questions)]
+
+    def route(self, question: str) -> str:
+        """``"simple"`` or ``"complex"`` for one question."""
+        return self.predict([question])[0]
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | Path) -> Path:
+        """Write the trained head (and its training features, for adapt) atomically to ``path``."""
+        if self.weights is None:
+            raise ValueError("nothing to save: the classifier is not trained")
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp.npz")
+        name = getattr(self._embedder(), "name", type(self._embedder()).__name__)
+        np.savez(
+            tmp,
+            weights=self.weights,
+            bias=self.bias,
+            mean=self._mean,
+            std=self._std,
+            delta=self.delta,
+            l2=self.l2,
+            X=self._X,
+            y=self._y,
+            embedder=np.array(name),
+        )
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path, embedder: Embedder | None = None) -> "HopClassifier":
+        """Load a saved classifier; the embedder must be the one it was trained with."""
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"no hop classifier at {path}")
+        with np.load(path, allow_pickle=False) as d:
+            clf = cls(embedder, delta=int(d["delta"]), l2=float(d["l2"]))
+            trained_with = str(d["embedder"])
+            used = getattr(clf._embedder(), "name", type(clf._embedder()).__name__)
+            if used != trained_with:
+                raise ValueError(f"{path} was trained with embedder {trained_with!r}, not {used!r}")
+            clf.weights, clf.bias = d["weights"], float(d["bias"])
+            clf._mean, clf._std, clf._X, clf._y = d["mean"], d["std"], d["X"], d["y"]
+        return clf
