@@ -1,4 +1,4 @@
-"""Command line: ``kgrag demo | bench | index | show-graph | linking | ask``."""
+"""Command line: ``kgrag demo | bench | index | show-graph | linking | ask | train``."""
 
 from __future__ import annotations
 
@@ -138,6 +138,17 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_train(args: argparse.Namespace) -> int:
+    from .train.hop import train_hop_classifier
+
+    datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
+    report = train_hop_classifier(
+        args.out, datasets=datasets, data_dir=args.data_dir, limit=args.limit, holdout=args.holdout
+    )
+    print(json.dumps(report, indent=2))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .eval.bench import RETRIEVERS
 
@@ -210,6 +221,15 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--generate", action="store_true", help="also answer with the LLM at $KGRAG_LLM_BASE_URL")
     a.add_argument("question")
     a.set_defaults(func=_cmd_ask)
+
+    t = sub.add_parser("train", help="train a model (hop-classifier: FRAG's simple/complex question classifier)")
+    t.add_argument("what", choices=["hop-classifier"])
+    t.add_argument("--out", type=Path, required=True, help="where to save the classifier (.npz)")
+    t.add_argument("--datasets", default="metaqa,musique,2wikimultihopqa,hotpotqa,popqa")
+    t.add_argument("--limit", type=int, default=2000, help="questions per dataset (balanced over hops)")
+    t.add_argument("--holdout", type=float, default=0.3, help="held-out share per dataset")
+    t.add_argument("--data-dir", type=Path, default=None)
+    t.set_defaults(func=_cmd_train)
     return p
 
 

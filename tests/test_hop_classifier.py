@@ -87,3 +87,25 @@ def test_bad_input_gives_clear_errors():
         clf.fit(["  ", "b?"], [1, 3])
     with pytest.raises(ValueError, match="fit first"):
         clf.adapt(["a?"], [SIMPLE])
+
+
+def test_cli_trains_saves_and_reports_held_out_scores(data_dir, tmp_path, capsys):
+    import json
+
+    from kgrag_plugins.cli import main
+
+    out = tmp_path / "hop.npz"
+    rc = main(["train", "hop-classifier", "--out", str(out), "--datasets", "metaqa,popqa",
+               "--limit", "600", "--data-dir", str(data_dir)])  # fmt: skip
+    assert rc == 0 and out.is_file()
+    report = json.loads(capsys.readouterr().out)
+    assert set(report["held_out"]) == {"metaqa", "popqa"}
+    assert report["held_out"]["metaqa"]["n"] == 180 and report["held_out"]["popqa"]["complex_share"] == 0.0
+    assert report["held_out"]["metaqa"]["macro_f1"] >= 0.85
+    clf = HopClassifier.load(out)
+    assert clf.route("who directed the films that share actors with the film directed by Tom Tykwer") in (
+        SIMPLE,
+        COMPLEX,
+    )
+    assert main(["train", "hop-classifier", "--out", str(out), "--datasets", "nosuch",
+                 "--data-dir", str(data_dir)]) == 2  # fmt: skip
