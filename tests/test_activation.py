@@ -206,3 +206,21 @@ def test_activation_meets_the_issue_floors_on_real_data(data_dir, dataset, floor
     dense, act = report["results"]["dense"], report["results"]["activation"]
     assert act["recall@5"] - dense["recall@5"] >= floor_r5
     assert act["recall@2"] >= dense["recall@2"]
+
+
+def test_text_vector_cache_embeds_distinct_misses_and_evicts_least_recent():
+    from kgrag_plugins.methods.activation import TextVectorCache
+
+    calls: list[list[str]] = []
+
+    def embed(texts):
+        calls.append(list(texts))
+        return np.array([[float(len(t)), 1.0] for t in texts])
+
+    cache = TextVectorCache(2)
+    vecs, n = cache.vectors(["aa", "b", "aa"], embed)
+    assert n == 2 and calls == [["aa", "b"]] and vecs[:, 0].tolist() == [2.0, 1.0, 2.0]
+    assert cache.vectors(["b"], embed)[1] == 0 and cache.hits == 1  # "b" now most recent
+    cache.vectors(["ccc"], embed)  # evicts "aa"
+    assert len(cache) == 2 and cache.vectors(["aa"], embed)[1] == 1
+    assert cache.vectors([], embed)[0].shape == (0, 0)

@@ -28,9 +28,17 @@ from ..index.store import KnowledgeIndex, read_manifest
 from ..methods.activation import ActivationRetriever
 from ..methods.base import Retriever
 from ..methods.baselines import BM25Retriever, DenseRetriever, HybridRetriever, PPRRetriever
+from ..methods.kg_infused import KGInfusedRetriever
+from ..methods.sa_rag import SARAGRetriever
 from ..models.embed import Embedder, default_embedder
 from .datasets import Dataset, load_dataset
 from .metrics import answer_recall_at_k, mean, recall_at_k
+
+
+def _sa_rag(index: KnowledgeIndex, dataset: str | None = None) -> Retriever:
+    """SA-RAG with the paper's per-dataset k / h (METHODS.md §4(b)); LLM-free."""
+    return SARAGRetriever.for_dataset(dataset or "", index)
+
 
 #: name -> (factory, build-timing keys the retriever's index parts cost, graph builder it needs).
 RETRIEVERS: dict[str, tuple[Callable[[KnowledgeIndex], Retriever], tuple[str, ...], str | None]] = {
@@ -39,33 +47,12 @@ RETRIEVERS: dict[str, tuple[Callable[[KnowledgeIndex], Retriever], tuple[str, ..
     "hybrid": (HybridRetriever, ("embed_passages_s", "chroma_s", "bm25_s"), None),
     "ppr": (PPRRetriever, ("embed_passages_s", "chroma_s", "graph_s"), "mentions"),
     "activation": (ActivationRetriever, ("embed_passages_s", "chroma_s", "graph_s"), "mentions"),
-    "sa-rag": (
-        lambda index, dataset=None: _sa_rag(index, dataset),
-        ("embed_passages_s", "chroma_s", "graph_s"),
-        "mentions",
-    ),
-    "kg-infused": (
-        lambda index, dataset=None: _kg_infused(index),
-        ("embed_passages_s", "chroma_s", "graph_s"),
-        "mentions",
-    ),
+    "sa-rag": (_sa_rag, ("embed_passages_s", "chroma_s", "graph_s"), "mentions"),
+    # KG-Infused RAG with paper defaults and its LLM-free substitutes (METHODS.md §1(e))
+    "kg-infused": (KGInfusedRetriever, ("embed_passages_s", "chroma_s", "graph_s"), "mentions"),
 }
 #: Retrievers whose paper defaults depend on the dataset (their factory takes ``dataset=``).
 DATASET_AWARE = {"sa-rag"}
-
-
-def _sa_rag(index: KnowledgeIndex, dataset: str | None) -> Retriever:
-    """SA-RAG with the paper's per-dataset k / h (METHODS.md §4(b)); LLM-free."""
-    from ..methods.sa_rag import SARAGRetriever
-
-    return SARAGRetriever.for_dataset(dataset or "", index)
-
-
-def _kg_infused(index: KnowledgeIndex) -> Retriever:
-    """KG-Infused RAG with paper defaults and its LLM-free substitutes (METHODS.md §1(e))."""
-    from ..methods.kg_infused import KGInfusedRetriever
-
-    return KGInfusedRetriever(index)
 
 
 K_VALUES = (2, 5)

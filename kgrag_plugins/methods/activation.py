@@ -19,7 +19,8 @@ share live here:
 from __future__ import annotations
 
 import random
-from collections import deque
+import threading
+from collections import OrderedDict, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -77,6 +78,58 @@ def triple_text(graph: KnowledgeGraph, ti: int, sep: str = " ") -> str:
     KG-Infused RAG's ``head | relation | tail``)."""
     t = graph.triple(ti)
     return sep.join((graph.name_of(t.head), t.relation, graph.name_of(t.tail)))
+
+
+class TextVectorCache:
+    """A bounded, thread-safe LRU map text -> vector, shared by the methods that embed triple
+    texts or queries on the fly (SA-RAG's lazy edge vectors, KG-Infused RAG's candidates)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = max(0, int(size))
+        self._d: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+    def get_many(self, keys: Sequence[str]) -> list[np.ndarray | None]:
+        out: list[np.ndarray | None] = []
+        with self._lock:
+            for key in keys:
+                v = self._d.get(key)
+                if v is not None:
+                    self._d.move_to_end(key)
+                    self.hits += 1
+                else:
+                    self.misses += 1
+                out.append(v)
+        return out
+
+    def put_many(self, keys: Sequence[str], values: Sequence[np.ndarray]) -> None:
+        if not self.size:
+            return
+        with self._lock:
+            for key, v in zip(keys, values):
+                self._d[key] = v
+                self._d.move_to_end(key)
+            while len(self._d) > self.size:
+                self._d.popitem(last=False)
+
+    def vectors(self, texts: Sequence[str], embed) -> tuple[np.ndarray, int]:
+        """Vectors of ``texts`` (rows in order); only distinct misses go to ``embed(list) -> array``.
+        Returns the stacked vectors (shape ``(0, 0)`` for no texts) and how many were embedded."""
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32), 0
+        cached = self.get_many(texts)
+        missing = list(dict.fromkeys(t for t, v in zip(texts, cached) if v is None))
+        fresh: dict[str, np.ndarray] = {}
+        if missing:
+            vecs = np.asarray(embed(missing), dtype=np.float32)
+            self.put_many(missing, vecs)
+            fresh = dict(zip(missing, vecs))
+        return np.stack([v if v is not None else fresh[t] for t, v in zip(texts, cached)]), len(missing)
 
 
 def triple_fact(graph: KnowledgeGraph, ti: int, score: float, sep: str = " ") -> Fact:

@@ -57,8 +57,6 @@ from __future__ import annotations
 
 import difflib
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -74,6 +72,7 @@ from .activation import (
     MAX_TRIPLES_PER_ENTITY,
     ActivationMemory,
     RoundTrace,
+    TextVectorCache,
     out_triples,
     seed_entities,
     triple_text,
@@ -263,34 +262,6 @@ def _errors_of(memory: ActivationMemory) -> list[dict[str, Any]]:
     return memory.llm_errors  # type: ignore[attr-defined]
 
 
-class _LRU:
-    """A small thread-safe LRU map (text -> vector)."""
-
-    def __init__(self, size: int) -> None:
-        self.size = max(0, int(size))
-        self._d: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> np.ndarray | None:
-        with self._lock:
-            v = self._d.get(key)
-            if v is not None:
-                self._d.move_to_end(key)
-            return v
-
-    def put(self, key: str, value: np.ndarray) -> None:
-        if not self.size:
-            return
-        with self._lock:
-            self._d[key] = value
-            self._d.move_to_end(key)
-            while len(self._d) > self.size:
-                self._d.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._d)
-
-
 # =========================================================================== retriever
 
 
@@ -370,8 +341,8 @@ class KGInfusedRetriever(Retriever):
         if triple_vectors == "auto":
             triple_vectors = "index" if index.graph.num_triples <= 2_000_000 else "lazy"
         self.triple_vectors = triple_vectors
-        self._triple_cache = _LRU(cache_size)
-        self._query_cache = _LRU(256)
+        self._triple_cache = TextVectorCache(cache_size)
+        self._query_cache = TextVectorCache(256)
 
     def __repr__(self) -> str:
         mode = type(self.llm).__name__ if self.llm is not None else "llm-free"
@@ -383,11 +354,7 @@ class KGInfusedRetriever(Retriever):
         return self.llm.complete(prompt, max_tokens=self.max_new_tokens, temperature=self.temperature)
 
     def _qvec(self, text: str) -> np.ndarray:
-        v = self._query_cache.get(text)
-        if v is None:
-            v = self.index.embed_query(text)
-            self._query_cache.put(text, v)
-        return v
+        return self._query_cache.vectors([text], lambda miss: [self.index.embed_query(miss[0])])[0][0]
 
     def _triple_vectors(self, tis: Sequence[int]) -> np.ndarray:
         """Vectors of ``"head relation tail"`` for ``tis`` (stored in the index, or cached with
@@ -395,17 +362,7 @@ class KGInfusedRetriever(Retriever):
         if self.triple_vectors == "index" and len(tis):
             return self.index.triple_vectors[np.asarray(tis, dtype=np.int64)]
         texts = [triple_text(self.graph, ti) for ti in tis]
-        vecs: list[np.ndarray | None] = [self._triple_cache.get(t) for t in texts]
-        miss = list(dict.fromkeys(t for t, v in zip(texts, vecs) if v is None))
-        if miss:
-            new = self.index.embedder.embed(miss, progress=False)
-            got = dict(zip(miss, new))
-            for t, v in got.items():
-                self._triple_cache.put(t, v)
-            vecs = [v if v is not None else got[t] for t, v in zip(texts, vecs)]
-        if not vecs:
-            return np.zeros((0, 0), dtype=np.float32)
-        return np.stack(vecs)  # type: ignore[arg-type]
+        return self._triple_cache.vectors(texts, lambda miss: self.index.embedder.embed(miss, progress=False))[0]
 
     def _triple_fields(self, ti: int) -> tuple[str, str, str]:
         t = self.graph.triple(ti)

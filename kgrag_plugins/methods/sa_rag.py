@@ -56,9 +56,7 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -68,7 +66,15 @@ import numpy as np
 from ..index.store import KnowledgeIndex
 from ..models.llm import LLMError, as_llm
 from ..types import Answer, Evidence, Fact, ScoredPassage
-from .activation import ActivationMemory, RoundTrace, rescale, seed_entities, spread_bfs, triple_text
+from .activation import (
+    ActivationMemory,
+    RoundTrace,
+    TextVectorCache,
+    rescale,
+    seed_entities,
+    spread_bfs,
+    triple_text,
+)
 from .base import Retriever
 from .sa_rag_prompts import ANSWERING_SYSTEM, QUESTION_PREFIX, REASONING_SYSTEM
 
@@ -136,43 +142,6 @@ class _Subgraph:
     reachable_entities: int
     reachable_edges: int
     capped: bool
-
-
-class _LRU:
-    """A small thread-safe LRU map of edge text -> vector."""
-
-    def __init__(self, size: int) -> None:
-        self.size = int(size)
-        self._d: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
-
-    def __len__(self) -> int:
-        return len(self._d)
-
-    def get_many(self, keys: Sequence[str]) -> list[np.ndarray | None]:
-        out: list[np.ndarray | None] = []
-        with self._lock:
-            for key in keys:
-                v = self._d.get(key)
-                if v is not None:
-                    self._d.move_to_end(key)
-                    self.hits += 1
-                else:
-                    self.misses += 1
-                out.append(v)
-        return out
-
-    def put_many(self, keys: Sequence[str], values: np.ndarray) -> None:
-        if self.size <= 0:
-            return
-        with self._lock:
-            for key, v in zip(keys, values):
-                self._d[key] = v
-                self._d.move_to_end(key)
-            while len(self._d) > self.size:
-                self._d.popitem(last=False)
 
 
 class SARAGRetriever(Retriever):
@@ -262,7 +231,7 @@ class SARAGRetriever(Retriever):
         if edge_vectors == "auto":
             edge_vectors = "index" if graph.num_triples <= 2_000_000 else "lazy"
         self.edge_vectors = edge_vectors
-        self._edge_cache = _LRU(edge_cache_size)
+        self._edge_cache = TextVectorCache(edge_cache_size)
         # Graph arrays are read once: a retriever serves the index as it was when created.
         self._ids = graph.entity_ids
         self._out = graph.adjacency("out")
@@ -342,18 +311,7 @@ class SARAGRetriever(Retriever):
 
     def _edge_vectors(self, texts: list[str]) -> tuple[np.ndarray, int]:
         """Vectors of edge texts through the LRU cache; returns them and how many were embedded."""
-        dim = self.index.entity_vectors.shape[1]  # type: ignore[union-attr]
-        if not texts:
-            return np.zeros((0, dim), dtype=np.float32), 0
-        cached = self._edge_cache.get_many(texts)
-        missing = list(dict.fromkeys(t for t, v in zip(texts, cached) if v is None))
-        fresh: dict[str, np.ndarray] = {}
-        if missing:
-            vecs = np.asarray(self.index.embedder.embed(missing, progress=False), dtype=np.float32)
-            self._edge_cache.put_many(missing, vecs)
-            fresh = dict(zip(missing, vecs))
-        out = np.stack([v if v is not None else fresh[t] for t, v in zip(texts, cached)])
-        return out, len(missing)
+        return self._edge_cache.vectors(texts, lambda miss: self.index.embedder.embed(miss, progress=False))
 
     def acquire(self, query: str) -> Evidence:
         """SA-RAG knowledge acquisition for one query string (METHODS.md §4(a) steps 1-10).
