@@ -329,32 +329,29 @@ class KnowledgeIndex:
         Computed on first use (with a progress bar) and stored in the index directory; ``None``
         for a graph without triples."""
         if self._triple_vectors is None and self.graph.num_triples:
-            f = self.path / self.manifest["generation"] / "triple_vectors.npy" if self._gen_dir_ok() else None
-            if f is not None and f.is_file():
-                arr = np.load(f)
+            gdir = self._gen_dir()
+            if gdir is not None and (gdir / "triple_vectors.npy").is_file():
+                arr = np.load(gdir / "triple_vectors.npy")
                 if len(arr) == self.graph.num_triples:
                     self._triple_vectors = arr
                     return arr
-            from ..methods.activation import triple_text
-
-            texts = [triple_text(self.graph, i) for i in range(self.graph.num_triples)]
+            names = self.graph.names()
+            texts = [t.verbalize(names) for t in self.graph.triples()]
             self._triple_vectors = np.asarray(self.embedder.embed(texts, progress=None), dtype=np.float32)
             self._persist_array("triple_vectors.npy", self._triple_vectors)
         return self._triple_vectors
 
-    def _gen_dir_ok(self) -> bool:
-        return (
-            self.path is not None
-            and "generation" in self.manifest
-            and (self.path / self.manifest["generation"]).is_dir()
-        )
+    def _gen_dir(self) -> Path | None:
+        """The live generation directory, or ``None`` for an unsaved index."""
+        if self.path is None or "generation" not in self.manifest:
+            return None
+        gdir = self.path / self.manifest["generation"]
+        return gdir if gdir.is_dir() else None
 
     def _persist_array(self, name: str, arr: np.ndarray) -> None:
         """Add a derived array to the live generation (atomic rename; readers never see a partial file)."""
-        if self.path is None or "generation" not in self.manifest:
-            return
-        gdir = self.path / self.manifest["generation"]
-        if not gdir.is_dir():
+        gdir = self._gen_dir()
+        if gdir is None:
             return
         tmp = gdir / f".{name}.{uuid.uuid4().hex[:8]}.tmp.npy"
         np.save(tmp, arr)
