@@ -72,11 +72,16 @@ class Triple(_JSONMixin):
 
 @dataclass
 class Path(_JSONMixin):
-    """A reasoning path ``e0 -r1-> e1 -r2-> ... -> en`` (``len(relations) == len(nodes) - 1``)."""
+    """A reasoning path ``e0 -r1-> e1 -r2-> ... -> en`` (``len(relations) == len(nodes) - 1``).
+
+    ``inverse[i]`` marks an edge walked against its triple's direction (the triple is
+    ``nodes[i+1] relations[i] nodes[i]``); such steps verbalise as ``e0 <- r1 <- e1``.
+    """
 
     nodes: list[str]
     relations: list[str]
     score: float = 0.0
+    inverse: list[bool] | None = None
 
     def __post_init__(self) -> None:
         if self.nodes and len(self.relations) != len(self.nodes) - 1:
@@ -84,14 +89,18 @@ class Path(_JSONMixin):
                 f"Path needs len(relations) == len(nodes) - 1, got {len(self.relations)} "
                 f"relations for {len(self.nodes)} nodes"
             )
+        if self.inverse is not None and len(self.inverse) != len(self.relations):
+            raise ValueError(f"Path.inverse needs one flag per relation, got {len(self.inverse)}")
 
     def verbalize(self, names: dict[str, str] | None = None) -> str:
-        """FRAG-style verbalisation ``e0 -> r1 -> e1 -> ...``."""
+        """FRAG-style verbalisation ``e0 -> r1 -> e1 -> ...`` (``<- r <-`` for inverse steps)."""
         n = names or {}
-        parts = [n.get(self.nodes[0], self.nodes[0])] if self.nodes else []
-        for rel, node in zip(self.relations, self.nodes[1:]):
-            parts += [rel, n.get(node, node)]
-        return " -> ".join(parts)
+        out = n.get(self.nodes[0], self.nodes[0]) if self.nodes else ""
+        inv = self.inverse or [False] * len(self.relations)
+        for rel, back, node in zip(self.relations, inv, self.nodes[1:]):
+            arrow = "<-" if back else "->"
+            out += f" {arrow} {rel} {arrow} {n.get(node, node)}"
+        return out
 
 
 @dataclass

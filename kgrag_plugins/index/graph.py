@@ -356,6 +356,11 @@ class KnowledgeGraph:
             self._cache[key] = m
         return self._cache[key]  # type: ignore[return-value]
 
+    def triple_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(heads, relations, tails)`` as int32 arrays over triple indices (entity rows and
+        positions in :attr:`relations`); read-only views, no copy."""
+        return self._arrays()
+
     def adjacency(self, direction: Literal["out", "in"] = "out") -> sp.csr_matrix:
         """CSR adjacency (rows = source entity); ``data - 1`` is the triple index per edge."""
         return self._csr(direction)

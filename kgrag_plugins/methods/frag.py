@@ -1,0 +1,691 @@
+"""FRAG: hop-aware routing between a simple and a complex path-retrieval pipeline (METHODS.md §2).
+
+A question is classified *simple* (reasoning path of at most δ = 2 hops) or *complex*
+(:class:`~kgrag_plugins.methods.hop_classifier.HopClassifier`, §2 step 2) and answered from the
+paths of the pipeline that suits it (§2 steps 3-7, paper defaults):
+
+1. **k-hop neighbourhood** of the topic entities (k = 2 simple, 4 complex).
+2. **Personalized PageRank** on the whole graph, restart at the topic entities, damping 0.8,
+   keeping the top n = 2000 neighbourhood nodes (the query subgraph is induced by them). When
+   the neighbourhood has at most n nodes every node is kept and PageRank is skipped (same result).
+3. **Relation pruning**: the distinct relation names of the subgraph ranked by similarity to the
+   question, top m = 64 kept; the topic entities plus both endpoints of kept edges induce the
+   pruned subgraph.
+4. **Path search**: simple, every simple path of length 1..2 from a topic entity; complex, one
+   breadth-first (unit-weight shortest) path from the topic entity to every node within 4 hops.
+   Paths ending in an unnamed CVT node (``m.``/``g.`` ids) are dropped.
+5. **Verbalisation** ``e0 -> r1 -> e1 -> ...``; an edge walked against a triple's direction is
+   written ``e0 <- r1 <- e1`` (the triple is ``e1 r1 e0``), so inverse relations are explicit.
+6. **Path ranking**, top u = 32.
+
+Choices where the paper's parts are not available here or the released code is unspecific:
+
+- **Scorers.** The paper ranks relations and paths with the cross-encoder bge-reranker-v2-m3;
+  METHODS.md §2(e) allows a bi-encoder instead. Embedding every candidate path string (thousands
+  per complex question) would cost seconds on a CPU, so a path's score is the cosine between
+  the question (topic mention replaced by a placeholder) and its *relation chain* verbalised
+  ("directed by / starred actors (inverse)"): chains are few per question and their vectors are
+  cached across questions. Paths with the same chain are ordered by the PageRank of their end
+  node, then by node order. Pass ``reranker=(query, texts) -> scores`` (e.g. a cross-encoder)
+  to re-score the top ``rerank_pool`` path strings and the relation names as the paper does.
+- **Direction.** The released code follows out-edges of Freebase, which stores most relations
+  both ways. Graphs stored one way (MetaQA's ``kb.txt``: ``movie directed_by person``) are
+  unreachable from a person that way, so by default (``inverse=True``) every stage walks edges
+  both ways, with inverse edges marked as above.
+- **Parallel edges** (a person who directed *and* wrote a film) yield one path per relation;
+  the released code keeps one arbitrarily.
+- **Topic entities**: FRAG uses the dataset's gold topic entities. Here a ``[bracketed]`` span
+  in the question (MetaQA's convention) or ``topic_entities=`` names them; otherwise spaCy NER +
+  name/alias n-grams link them, then an embedding match of the question's spans (cos ≥ 0.85).
+- **Router without a trained classifier**: a rule over the question's relational cues
+  (:func:`heuristic_route`), METHODS.md §2(e)'s "count entity/relation mentions" substitute.
+- **Answers.** LLM-free: the end entities of the top paths in rank order (KGQA); on corpus graphs
+  the passages linked to path entities, then dense hits. With an LLM: the paper's reasoning
+  prompt over the top paths, first line of the reply (§2 step 8).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path as FilePath
+from typing import Any, Callable, Literal
+
+import numpy as np
+
+from ..index.graph import KnowledgeGraph, UnknownEntityError
+from ..index.store import KnowledgeIndex
+from ..models.llm import LLMError, as_llm
+from ..types import Answer, Evidence, Fact, Path, ScoredPassage
+from .activation import TextVectorCache
+from .base import Retriever
+from .frag_prompts import MAX_TOKENS, STOP, hop_estimation_prompt, reasoning_prompt
+from .hop_classifier import COMPLEX, SIMPLE, HopClassifier
+
+__all__ = ["FRAGRetriever", "heuristic_route", "count_hops", "RouteName"]
+
+RouteName = Literal["simple", "complex"]
+Reranker = Callable[[str, Sequence[str]], Sequence[float]]
+
+_BRACKET = re.compile(r"\[([^\[\]]+)\]")
+_CVT = re.compile(r"^[mg]\.[0-9a-z_]+$")
+_RELATIVE = re.compile(r"\b(?:that|which|who|whom|whose|where|when)\b", re.I)
+_CHAIN_CUES = re.compile(
+    r"\b(?:share[sd]?|same|also|co-?\w+|other|as well)\b|'s\b|\bof (?:the|a|an)\b|\bby\b", re.I
+)
+
+
+def heuristic_route(question: str) -> RouteName:
+    """LLM-free, training-free router (METHODS.md §2(e)): ``"complex"`` when the question strings
+    together at least three relational cues (relative pronouns, possessives, "of the", "by",
+    "share"/"same"/"also"), else ``"simple"``."""
+    body = _BRACKET.sub(" X ", question)
+    cues = len(_RELATIVE.findall(body)) + len(_CHAIN_CUES.findall(body))
+    return COMPLEX if cues >= 3 else SIMPLE
+
+
+def count_hops(path_text: str) -> int:
+    """Hops of a verbalised path: the number of arrows divided by two (FRAG-F, §2 step 10);
+    ``<-`` arrows of inverse edges count like ``->``."""
+    return (path_text.count("->") + path_text.count("<-")) // 2
+
+
+def _humanise(relation: str) -> str:
+    """``"film.film.directed_by"`` / ``"directed_by"`` -> ``"directed by"`` (the last dotted part)."""
+    tail = relation.rsplit(".", 1)[-1] if "." in relation and " " not in relation else relation
+    return " ".join(tail.replace("_", " ").split())
+
+
+# --------------------------------------------------------------------------- graph view
+
+
+class _PathGraph:
+    """The KG's edges as one CSR over entity rows, walked both ways when ``inverse``.
+
+    Edge attributes: ``dst`` (entity row), ``rel`` (relation id; ``+ R`` for an inverse edge)."""
+
+    def __init__(self, graph: KnowledgeGraph, inverse: bool) -> None:
+        h, r, t = (a.astype(np.int64) for a in graph.triple_arrays())
+        self.n = graph.num_entities
+        self.R = len(graph.relations)
+        self.inverse = inverse
+        if inverse:
+            src, dst, rel = np.concatenate([h, t]), np.concatenate([t, h]), np.concatenate([r, r + self.R])
+        else:
+            src, dst, rel = h, t, r
+        order = np.argsort(src, kind="stable")
+        self.dst = dst[order].astype(np.int32)
+        self.rel = rel[order].astype(np.int32)
+        self.indptr = np.zeros(self.n + 1, dtype=np.int64)
+        self.indptr[1:] = np.cumsum(np.bincount(src, minlength=self.n))
+        self._pt = None
+
+    def gather(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Edge positions of all out-edges of ``nodes`` and, per edge, the index into ``nodes``."""
+        nodes = np.asarray(nodes, dtype=np.int64)
+        starts = self.indptr[nodes]
+        counts = self.indptr[nodes + 1] - starts
+        total = int(counts.sum())
+        if total == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        owner = np.repeat(np.arange(len(nodes)), counts)
+        offs = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+        return starts[owner] + offs, owner
+
+    def k_hop(self, seeds: np.ndarray, k: int) -> np.ndarray:
+        """Entity rows within ``k`` hops of ``seeds`` (seeds included), sorted."""
+        seen = np.zeros(self.n, dtype=bool)
+        seen[seeds] = True
+        frontier = np.unique(seeds)
+        for _ in range(k):
+            pos, _ = self.gather(frontier)
+            nb = self.dst[pos]
+            nb = np.unique(nb[~seen[nb]])
+            if not len(nb):
+                break
+            seen[nb] = True
+            frontier = nb
+        return np.flatnonzero(seen)
+
+    def ppr(self, seeds: np.ndarray, damping: float, max_iter: int = 100, tol: float = 1e-6) -> np.ndarray:
+        """Personalized PageRank over the walked edges (parallel edges add weight)."""
+        import scipy.sparse as sp
+
+        if self._pt is None:
+            src = np.repeat(np.arange(self.n), np.diff(self.indptr))
+            a = sp.csr_matrix((np.ones(len(src)), (src, self.dst)), shape=(self.n, self.n))
+            deg = np.asarray(a.sum(axis=1)).ravel()
+            inv = np.divide(1.0, deg, out=np.zeros_like(deg), where=deg > 0)
+            self._pt = ((sp.diags(inv) @ a).T.tocsr(), deg == 0)
+        pt, dangling = self._pt
+        s = np.zeros(self.n)
+        s[seeds] = 1.0 / len(seeds)
+        r = s.copy()
+        for _ in range(max_iter):
+            nxt = damping * (pt @ r + r[dangling].sum() * s) + (1 - damping) * s
+            done = np.abs(nxt - r).sum() < tol
+            r = nxt
+            if done:
+                break
+        return r
+
+
+@dataclass
+class _Candidates:
+    """Candidate paths as arrays: ``nodes`` (P, L+1) and ``rels`` (P, L), padded with -1."""
+
+    nodes: np.ndarray
+    rels: np.ndarray
+    lengths: np.ndarray
+
+    @classmethod
+    def empty(cls, width: int) -> "_Candidates":
+        return cls(np.zeros((0, width + 1), np.int64), np.zeros((0, width), np.int64), np.zeros(0, np.int64))
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def ends(self) -> np.ndarray:
+        return self.nodes[np.arange(len(self)), self.lengths]
+
+    def select(self, mask: np.ndarray) -> "_Candidates":
+        return _Candidates(self.nodes[mask], self.rels[mask], self.lengths[mask])
+
+    @staticmethod
+    def concat(parts: Sequence["_Candidates"], width: int) -> "_Candidates":
+        parts = [p for p in parts if len(p)]
+        if not parts:
+            return _Candidates.empty(width)
+        return _Candidates(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("nodes", "rels", "lengths")))
+
+
+# --------------------------------------------------------------------------- retriever
+
+
+class FRAGRetriever(Retriever):
+    """FRAG's hop-aware path retrieval over a knowledge index (see the module docstring).
+
+    Args:
+        index: a :class:`KnowledgeIndex` whose graph has triples (a curated KG such as MetaQA's,
+            or a corpus graph; passages linked to entities are returned for the latter).
+        classifier: a trained :class:`HopClassifier` or the path of one saved with
+            ``kgrag train hop-classifier``; ``None`` uses :func:`heuristic_route`.
+        mode: ``"auto"`` routes each question; ``"simple"`` / ``"complex"`` force one pipeline
+            (FRAG-Simple / FRAG-Complex of the paper's ablation).
+        llm: optional; used only by :meth:`answer` (reasoning prompt) and :meth:`feedback`.
+        simple_hops, complex_hops, max_nodes, max_relations, max_paths, damping: the paper's
+            k = 2 / 4, n = 2000, m = 64, u = 32 and PageRank damping 0.8.
+        inverse: walk edges against their direction too (needed for one-way KGs such as MetaQA).
+        reranker: optional ``(query, texts) -> scores`` cross-encoder for relations and paths.
+        max_candidates: cap on enumerated paths per question (hub entities); the cap is reported.
+    """
+
+    name = "frag"
+
+    def __init__(
+        self,
+        index: KnowledgeIndex,
+        *,
+        classifier: HopClassifier | str | FilePath | None = None,
+        mode: Literal["auto", "simple", "complex"] = "auto",
+        llm: Any = None,
+        simple_hops: int = 2,
+        complex_hops: int = 4,
+        max_nodes: int = 2000,
+        max_relations: int = 64,
+        max_paths: int = 32,
+        damping: float = 0.8,
+        inverse: bool = True,
+        reranker: Reranker | None = None,
+        rerank_pool: int = 256,
+        max_candidates: int = 200_000,
+        link_threshold: float = 0.85,
+    ) -> None:
+        from ..index.build.linking import NameIndex
+
+        if index.graph.num_triples == 0:
+            raise ValueError(
+                "FRAGRetriever needs a knowledge graph with triples: load a curated KG "
+                "(kgrag_plugins.index.load.load_kg) or build one (builder='mentions'/'parsekg'/'llm')"
+            )
+        if mode not in ("auto", "simple", "complex"):
+            raise ValueError(f"mode must be 'auto', 'simple' or 'complex', got {mode!r}")
+        if not 0 < damping < 1:
+            raise ValueError(f"damping must be in (0, 1), got {damping}")
+        for label, v in (("simple_hops", simple_hops), ("complex_hops", complex_hops), ("max_paths", max_paths)):
+            if v < 1:
+                raise ValueError(f"{label} must be >= 1, got {v}")
+        if isinstance(classifier, (str, FilePath)):
+            classifier = HopClassifier.load(classifier, embedder=index.embedder)
+        self.index = index
+        self.graph = index.graph
+        self.classifier = classifier
+        self.mode = mode
+        self.llm = as_llm(llm) if llm is not None else None
+        self.simple_hops = simple_hops
+        self.complex_hops = complex_hops
+        self.max_nodes = max_nodes
+        self.max_relations = max_relations
+        self.max_paths = max_paths
+        self.damping = damping
+        self.reranker = reranker
+        self.rerank_pool = rerank_pool
+        self.max_candidates = max_candidates
+        self.link_threshold = link_threshold
+        self._pg = _PathGraph(index.graph, inverse)
+        self._names = NameIndex.from_graph(index.graph)
+        self._relations = index.graph.relations
+        self._ids = index.graph.entity_ids
+        self._cache = TextVectorCache(20_000)
+        if mode == "simple":
+            self.name = "frag-simple"
+        elif mode == "complex":
+            self.name = "frag-complex"
+
+    # ------------------------------------------------------------------ routing
+    def route(self, question: str) -> tuple[RouteName, float | None]:
+        """The pipeline for ``question`` and, with a classifier, P(complex)."""
+        if self.mode != "auto":
+            return self.mode, None  # type: ignore[return-value]
+        if self.classifier is None:
+            return heuristic_route(question), None
+        p = float(self.classifier.predict_proba([_BRACKET.sub(r"\1", question)])[0])
+        return (COMPLEX if p >= 0.5 else SIMPLE), p
+
+    # ------------------------------------------------------------------ linking
+    def link(self, question: str) -> tuple[list[str], str, list[str]]:
+        """Topic entities of a question: ``(entity ids, how, unknown bracketed names)``.
+
+        ``how`` is ``"bracket"`` (MetaQA-style ``[name]``), ``"name"`` (NER + name/alias
+        n-grams), ``"embedding"`` (nearest entity name of a question span) or ``"none"``."""
+        from ..index.build.linking import link_question, name_key
+
+        unknown: list[str] = []
+        spans = _BRACKET.findall(question)
+        if spans:
+            ids = []
+            for s in spans:
+                eid = s.strip() if s.strip() in self.graph else self._names.get(name_key(s))
+                if eid is None:
+                    unknown.append(s)
+                else:
+                    ids.append(eid)
+            if ids:
+                return list(dict.fromkeys(ids)), "bracket", unknown
+        ids = link_question(self.graph, _BRACKET.sub(r"\1", question), names=self._names)
+        if ids:
+            return ids, "name", unknown
+        ids = self._embedding_link(_BRACKET.sub(r"\1", question))
+        return ids, ("embedding" if ids else "none"), unknown
+
+    def _embedding_link(self, question: str) -> list[str]:
+        from ..index.build.nlp import load_spacy
+
+        ents = [e.text for e in load_spacy(False)(question).ents]
+        caps = re.findall(r"[A-Z][\w'.-]*(?:\s+(?:of |the |de )?[A-Z][\w'.-]*)*", question[1:])
+        spans = list(dict.fromkeys(ents + caps))
+        spans = [s for s in spans if len(s) > 2]
+        vecs = self.index.entity_vectors if spans else None
+        if vecs is None or not len(vecs):
+            return []
+        sv = np.asarray(self.index.embedder.embed(spans, progress=False), dtype=np.float32)
+        sims = sv @ vecs.T
+        best = sims.argmax(axis=1)
+        ids = self._ids
+        return list(dict.fromkeys(ids[int(b)] for i, b in enumerate(best) if sims[i, b] >= self.link_threshold))
+
+    # ------------------------------------------------------------------ scoring helpers
+    def _relation_phrase(self, rel: int) -> str:
+        R = self._pg.R
+        return _humanise(self._relations[rel % R]) + (" (inverse)" if rel >= R else "")
+
+    def _chain_text(self, rels: Sequence[int]) -> str:
+        return " / ".join(self._relation_phrase(int(r)) for r in rels if r >= 0)
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        return np.asarray(self.index.embedder.embed(texts, progress=False), dtype=np.float32)
+
+    def _text_scores(self, qv: np.ndarray, query: str, texts: list[str]) -> np.ndarray:
+        if self.reranker is not None:
+            return np.asarray(self.reranker(query, texts), dtype=np.float64)
+        vecs, _ = self._cache.vectors(texts, self._embed)
+        return vecs @ qv
+
+    def relation_query(self, question: str, topic_ids: Sequence[str]) -> str:
+        """The text compared with relation chains: the question with its topic mentions replaced
+        by "it" (the entity's name says nothing about which relations to follow)."""
+        text = _BRACKET.sub("it", question)
+        for eid in topic_ids:
+            name = self.graph.name_of(eid)
+            if len(name) > 2:
+                text = re.sub(re.escape(name), "it", text, flags=re.I)
+        return " ".join(text.split())
+
+    # ------------------------------------------------------------------ pipeline
+    def paths(
+        self, question: str, *, route: RouteName | None = None, topic_entities: Sequence[str] | None = None
+    ) -> tuple[list[Path], dict[str, Any]]:
+        """Run FRAG's retrieval for one question: the top ``max_paths`` paths and a trace."""
+        t0 = time.perf_counter()
+        timings: dict[str, float] = {}
+        trace: dict[str, Any] = {"retriever": self.name}
+        if topic_entities is not None:
+            for e in topic_entities:
+                if e not in self.graph:
+                    raise UnknownEntityError(e)
+            topics, how, unknown = list(dict.fromkeys(topic_entities)), "given", []
+        else:
+            topics, how, unknown = self.link(question)
+        trace.update(topic_entities=topics, linking=how)
+        if unknown:
+            trace["unknown_topic_entities"] = unknown
+        p_complex = None
+        if route is None:
+            route, p_complex = self.route(question)
+        trace.update(route=route, p_complex=p_complex)
+        timings["link_route_ms"] = (time.perf_counter() - t0) * 1e3
+        if not topics:
+            trace["error"] = "no topic entity found in the question" + (
+                f" (not in the graph: {unknown})" if unknown else ""
+            )
+            trace["timings_ms"] = timings
+            return [], trace
+        seeds = np.array([self.graph.index_of(e) for e in topics], dtype=np.int64)
+        k = self.simple_hops if route == SIMPLE else self.complex_hops
+
+        # 1-2. k-hop neighbourhood, PageRank top-n
+        t = time.perf_counter()
+        hood = self._pg.k_hop(seeds, k)
+        ppr = None
+        if len(hood) > self.max_nodes:
+            ppr = self._pg.ppr(seeds, self.damping)
+            keep = hood[np.argsort(-ppr[hood], kind="stable")[: self.max_nodes]]
+            keep = np.union1d(keep, seeds)
+        else:
+            keep = hood
+        in_s = np.zeros(self._pg.n, dtype=bool)
+        in_s[keep] = True
+        timings["subgraph_ms"] = (time.perf_counter() - t) * 1e3
+        trace.update(k=k, neighbourhood=int(len(hood)), subgraph_nodes=int(len(keep)), pagerank=ppr is not None)
+
+        # 3. relation pruning
+        t = time.perf_counter()
+        query = self.relation_query(question, topics)
+        qv = self.index.embed_query(query)
+        in_s = self._prune_relations(in_s, seeds, keep, query, qv, trace)
+        timings["relations_ms"] = (time.perf_counter() - t) * 1e3
+
+        # 4. path search
+        t = time.perf_counter()
+        if route == SIMPLE:
+            cands = _Candidates.concat([self._simple_paths(int(s), in_s) for s in seeds], 2)
+        else:
+            cands = _Candidates.concat([self._shortest_paths(int(s), in_s) for s in seeds], self.complex_hops)
+        if len(cands) > self.max_candidates:
+            trace["candidates_truncated_from"] = len(cands)
+            cands = cands.select(np.arange(self.max_candidates))
+        cands = self._drop_cvt_ends(cands)
+        timings["search_ms"] = (time.perf_counter() - t) * 1e3
+        trace["candidate_paths"] = len(cands)
+
+        # 5-6. rank, verbalise top u
+        t = time.perf_counter()
+        out = self._rank(cands, query, qv, ppr)
+        timings["rank_ms"] = (time.perf_counter() - t) * 1e3
+        timings["total_ms"] = (time.perf_counter() - t0) * 1e3
+        trace["timings_ms"] = {key: round(v, 2) for key, v in timings.items()}
+        trace["answers"] = self._end_names(out)
+        return out, trace
+
+    def _prune_relations(
+        self, in_s: np.ndarray, seeds: np.ndarray, keep: np.ndarray, query: str, qv: np.ndarray, trace: dict
+    ) -> np.ndarray:
+        pos, owner = self._pg.gather(keep)
+        inside = in_s[self._pg.dst[pos]]
+        pos, owner = pos[inside], owner[inside]
+        base = self._pg.rel[pos] % self._pg.R
+        present = np.unique(base)
+        trace["relations"] = int(len(present))
+        if len(present) <= self.max_relations:
+            return in_s
+        texts = [_humanise(self._relations[int(r)]) for r in present]
+        scores = self._text_scores(qv, query, texts)
+        kept = present[np.argsort(-scores, kind="stable")[: self.max_relations]]
+        ok = np.isin(base, kept)
+        nodes = np.union1d(np.union1d(keep[owner[ok]], self._pg.dst[pos[ok]]), seeds)
+        pruned = np.zeros_like(in_s)
+        pruned[nodes] = True
+        trace["relations_kept"] = int(len(kept))
+        trace["pruned_nodes"] = int(len(nodes))
+        return pruned
+
+    def _simple_paths(self, s: int, in_s: np.ndarray) -> _Candidates:
+        """All simple paths of length 1..simple_hops from ``s`` inside ``in_s`` (FRAG's BFS module)."""
+        L = self.simple_hops
+        pos, _ = self._pg.gather(np.array([s]))
+        v = self._pg.dst[pos].astype(np.int64)
+        ok = in_s[v] & (v != s)
+        nodes = np.full((int(ok.sum()), L + 1), -1, np.int64)
+        rels = np.full((len(nodes), L), -1, np.int64)
+        nodes[:, 0], nodes[:, 1], rels[:, 0] = s, v[ok], self._pg.rel[pos[ok]]
+        lengths = np.ones(len(nodes), np.int64)
+        parts = [_Candidates(nodes, rels, lengths)]
+        frontier = parts[0]
+        for depth in range(1, L):
+            ends = frontier.nodes[:, depth]
+            pos, owner = self._pg.gather(ends)
+            w = self._pg.dst[pos].astype(np.int64)
+            prev = frontier.nodes[owner, : depth + 1]
+            ok = in_s[w] & ~(prev == w[:, None]).any(axis=1)
+            nodes = frontier.nodes[owner[ok]].copy()
+            rels = frontier.rels[owner[ok]].copy()
+            nodes[:, depth + 1] = w[ok]
+            rels[:, depth] = self._pg.rel[pos[ok]]
+            frontier = _Candidates(nodes, rels, np.full(len(nodes), depth + 1, np.int64))
+            parts.append(frontier)
+            if len(frontier) > self.max_candidates:
+                break
+        return _Candidates.concat(parts, L)
+
+    def _shortest_paths(self, s: int, in_s: np.ndarray) -> _Candidates:
+        """One unit-weight shortest path from ``s`` to every node within complex_hops inside
+        ``in_s`` (FRAG's Dijkstra module); the first edge found in breadth-first order wins."""
+        L = self.complex_hops
+        parent: dict[int, tuple[int, int]] = {}
+        visited = np.zeros(self._pg.n, dtype=bool)
+        visited[s] = True
+        frontier = np.array([s], dtype=np.int64)
+        levels: list[np.ndarray] = []
+        par_node: list[np.ndarray] = []
+        par_rel: list[np.ndarray] = []
+        for _ in range(L):
+            pos, owner = self._pg.gather(frontier)
+            nb = self._pg.dst[pos].astype(np.int64)
+            ok = in_s[nb] & ~visited[nb]
+            pos, owner, nb = pos[ok], owner[ok], nb[ok]
+            if not len(nb):
+                break
+            uniq, first = np.unique(nb, return_index=True)
+            visited[uniq] = True
+            levels.append(uniq)
+            par_node.append(frontier[owner[first]])
+            par_rel.append(self._pg.rel[pos[first]].astype(np.int64))
+            frontier = uniq
+        if not levels:
+            return _Candidates.empty(L)
+        for lv, pn, pr in zip(levels, par_node, par_rel):
+            parent.update(zip(lv.tolist(), zip(pn.tolist(), pr.tolist())))
+        total = sum(len(lv) for lv in levels)
+        nodes = np.full((total, L + 1), -1, np.int64)
+        rels = np.full((total, L), -1, np.int64)
+        lengths = np.zeros(total, np.int64)
+        row = 0
+        for depth, lv in enumerate(levels, start=1):
+            for node in lv.tolist():
+                cur = node
+                for j in range(depth, 0, -1):
+                    nodes[row, j] = cur
+                    cur, rels[row, j - 1] = parent[cur]
+                nodes[row, 0] = s
+                lengths[row] = depth
+                row += 1
+        return _Candidates(nodes, rels, lengths)
+
+    def _drop_cvt_ends(self, cands: _Candidates) -> _Candidates:
+        if not len(cands):
+            return cands
+        ends = cands.ends()
+        uniq = np.unique(ends)
+        ids = self._ids
+        cvt = [u for u in uniq.tolist() if _CVT.match(ids[u]) and self.graph.name_of(ids[u]) == ids[u]]
+        return cands.select(~np.isin(ends, cvt)) if cvt else cands
+
+    def _rank(self, cands: _Candidates, query: str, qv: np.ndarray, ppr: np.ndarray | None) -> list[Path]:
+        if not len(cands):
+            return []
+        chains, inverse = np.unique(cands.rels, axis=0, return_inverse=True)
+        inverse = np.asarray(inverse).ravel()
+        texts = [self._chain_text(c) for c in chains]
+        vecs, _ = self._cache.vectors(texts, self._embed)
+        score = (vecs @ qv)[inverse].astype(np.float64)
+        ends = cands.ends()
+        tie = ppr[ends] if ppr is not None else np.zeros(len(ends))
+        order = np.lexsort((ends, -tie, -score))
+        if self.reranker is not None:
+            pool = order[: self.rerank_pool]
+            strings = [self._verbalise(cands, int(i)).verbalize(self._name_map(cands, int(i))) for i in pool]
+            rs = np.asarray(self.reranker(query, strings), dtype=np.float64)
+            order = pool[np.argsort(-rs, kind="stable")]
+            score = score.copy()
+            score[pool] = rs
+        out = []
+        for i in order[: self.max_paths]:
+            p = self._verbalise(cands, int(i))
+            p.score = float(score[i])
+            out.append(p)
+        return out
+
+    def _verbalise(self, cands: _Candidates, i: int) -> Path:
+        ids = self._ids
+        L = int(cands.lengths[i])
+        nodes = [ids[int(n)] for n in cands.nodes[i, : L + 1]]
+        rels = [int(r) for r in cands.rels[i, :L]]
+        R = self._pg.R
+        return Path(nodes=nodes, relations=[self._relations[r % R] for r in rels], inverse=[r >= R for r in rels])
+
+    def _name_map(self, cands: _Candidates, i: int) -> dict[str, str]:
+        ids = self._ids
+        return {ids[int(n)]: self.graph.name_of(ids[int(n)]) for n in cands.nodes[i] if n >= 0}
+
+    def _end_names(self, paths: list[Path]) -> list[str]:
+        return list(dict.fromkeys(self.graph.name_of(p.nodes[-1]) for p in paths))
+
+    # ------------------------------------------------------------------ Retriever
+    def _retrieve(self, query: str, k: int) -> Evidence:
+        return self.evidence(query, k)
+
+    def evidence(
+        self, question: str, k: int = 5, *, route: RouteName | None = None, topic_entities: Sequence[str] | None = None
+    ) -> Evidence:
+        """:meth:`paths` as an :class:`Evidence`: the paths as facts (``kind="path"``, ``data``
+        with nodes, relations, inverse flags, answer entity, hops), passages linked to path
+        entities (corpus graphs), the trace (route, topic entities, sizes, timings, ``answers``).
+        ``route`` forces a pipeline (the LangGraph router's nodes use it)."""
+        if route is not None and route not in (SIMPLE, COMPLEX):
+            raise ValueError(f"route must be 'simple' or 'complex', got {route!r}")
+        query = question
+        paths, trace = self.paths(question, route=route, topic_entities=topic_entities)
+        names = self.graph.names() if len(paths) else {}
+        facts = [
+            Fact(
+                p.verbalize(names),
+                kind="path",
+                score=p.score,
+                data={
+                    "nodes": p.nodes,
+                    "relations": p.relations,
+                    "inverse": list(p.inverse or []),
+                    "answer": p.nodes[-1],
+                    "hops": len(p.relations),
+                },
+            )
+            for p in paths
+        ]
+        passages = self._passages(query, paths, k, trace)
+        return Evidence(query, passages, facts, trace)
+
+    def _passages(self, query: str, paths: list[Path], k: int, trace: dict[str, Any]) -> list[ScoredPassage]:
+        """Passages linked to path entities (end entity first, best paths first), then dense hits."""
+        store = self.index.passages
+        if not len(store):
+            return []
+        out: dict[str, float] = {}
+        for rank, p in enumerate(paths):
+            for eid in reversed(p.nodes):
+                for pid in self.graph.passages_of(eid):
+                    if pid in store and pid not in out:
+                        out[pid] = 1.0 / (1 + rank)
+                if len(out) >= k:
+                    break
+            if len(out) >= k:
+                break
+        trace["passages_from_paths"] = len(out)
+        if len(out) < k:
+            for psg, s in store.dense_search(self.index.embed_query(query), k):
+                if psg.id not in out and len(out) < k:
+                    out[psg.id] = float(s) * 1e-3
+        return [ScoredPassage(store.get(pid), s) for pid, s in out.items()]
+
+    # ------------------------------------------------------------------ answers
+    def answer(self, question: str, *, evidence: Evidence | None = None) -> Answer:
+        """With an LLM: FRAG's reasoning prompt over the top paths (first line of the reply).
+        LLM-free (or when the LLM fails): the end entity of the best path."""
+        ev = evidence if evidence is not None else self.retrieve(question, k=5)
+        paths = [f.text for f in ev.facts if f.kind == "path"]
+        answers = ev.trace.get("answers") or []
+        fallback = answers[0] if answers else ""
+        meta: dict[str, Any] = {"route": ev.trace.get("route"), "answers": answers}
+        if self.llm is None:
+            return Answer(question, fallback, ev, {**meta, "llm": False})
+        try:
+            reply = self.llm.complete(
+                reasoning_prompt(_BRACKET.sub(r"\1", question), paths), stop=STOP, max_tokens=MAX_TOKENS, temperature=0.01
+            )
+        except LLMError as e:
+            return Answer(question, fallback, ev, {**meta, "llm": True, "llm_error": str(e)})
+        text = reply.strip().splitlines()[0].strip() if reply.strip() else ""
+        return Answer(question, text or fallback, ev, {**meta, "llm": True})
+
+    def estimate_hops(self, question: str, paths: Sequence[str]) -> int | None:
+        """FRAG-F: ask the LLM which path answers the question and count its hops (None if the
+        reply is NO, has no path, or is outside 1..4)."""
+        if self.llm is None:
+            raise ValueError("estimate_hops needs an llm")
+        try:
+            reply = self.llm.complete(hop_estimation_prompt(question, paths), stop=STOP, max_tokens=MAX_TOKENS)
+        except LLMError:
+            return None
+        hops = count_hops(reply.strip().splitlines()[0] if reply.strip() else "")
+        return hops if 1 <= hops <= 4 else None
+
+    def feedback(self, questions: Sequence[str], *, fraction: float = 0.25, seed: int = 0) -> dict[str, Any]:
+        """FRAG-F (§2 step 10): sample ``fraction`` of ``questions`` (seed 0), label each complex
+        iff the LLM-picked path of the currently routed pipeline has more than δ hops, and adapt
+        the classifier on these labels. Returns counts; the classifier is updated in place."""
+        if self.classifier is None or self.llm is None:
+            raise ValueError("feedback needs a trained classifier and an llm")
+        qs = list(questions)
+        sample = random.Random(seed).sample(qs, max(1, int(len(qs) * fraction))) if qs else []
+        labelled_q, labels = [], []
+        for q in sample:
+            ev = self.retrieve(q, k=1)
+            hops = self.estimate_hops(_BRACKET.sub(r"\1", q), [f.text for f in ev.facts])
+            if hops is not None:
+                labelled_q.append(_BRACKET.sub(r"\1", q))
+                labels.append(hops)
+        if labelled_q:
+            self.classifier.adapt(labelled_q, labels)
+        return {"sampled": len(sample), "labelled": len(labelled_q), "complex": sum(h > self.classifier.delta for h in labels)}
