@@ -1,8 +1,9 @@
 """kgrag-plugins: knowledge-graph RAG methods as LlamaIndex retrievers and LangGraph nodes.
 
 Methods are framework-free; the LlamaIndex / LangGraph adapters (``SpreadingActivationRetriever``,
-``KGRetriever``, ``activation_graph``, ``kg_infused_graph``, ``sa_rag_graph``) are imported on
-first use so ``import kgrag_plugins`` does not load either framework.
+``KGRetriever``, ``HopAwareRetriever``, ``activation_graph``, ``kg_infused_graph``, ``sa_rag_graph``,
+``frag_graph``, ``make_hop_router``) are imported on first use so ``import kgrag_plugins`` does not
+load either framework.
 """
 
 from typing import Any
@@ -14,16 +15,21 @@ from .index.parsekg import ParseKG  # noqa: E402
 from .index.store import KnowledgeIndex  # noqa: E402
 from .methods.activation import ActivationRetriever  # noqa: E402
 from .methods.baselines import BM25Retriever, DenseRetriever, HybridRetriever, PPRRetriever  # noqa: E402
+from .methods.frag import FRAGRetriever  # noqa: E402
+from .methods.hop_classifier import HopClassifier  # noqa: E402
 from .methods.kg_infused import KGInfusedRetriever  # noqa: E402
 from .methods.sa_rag import SARAGCoT, SARAGRetriever  # noqa: E402
 from .types import Answer, Entity, Evidence, Fact, Passage, Path, ScoredPassage, Triple  # noqa: E402
 
 _ADAPTERS = {
+    "HopAwareRetriever",
     "KGRetriever",
     "SpreadingActivationRetriever",
     "activation_graph",
     "kg_infused_graph",
     "sa_rag_graph",
+    "frag_graph",
+    "make_hop_router",
 }
 
 __all__ = [
@@ -35,6 +41,8 @@ __all__ = [
     "Entity",
     "Evidence",
     "Fact",
+    "FRAGRetriever",
+    "HopClassifier",
     "HybridRetriever",
     "KGInfusedRetriever",
     "KnowledgeGraph",

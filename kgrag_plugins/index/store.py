@@ -315,6 +315,11 @@ class KnowledgeIndex:
         return self._entity_vectors
 
     @property
+    def has_entity_vectors(self) -> bool:
+        """Whether entity vectors are computed (reading :attr:`entity_vectors` is then free)."""
+        return self._entity_vectors is not None
+
+    @property
     def relation_vectors(self) -> np.ndarray | None:
         """Vectors of the relation vocabulary (``graph.relations``); computed on first use."""
         if self._relation_vectors is None and self.graph.relations:

@@ -4,6 +4,7 @@ Names are imported lazily so ``import kgrag_plugins.integrations`` does not pull
 
     from kgrag_plugins.integrations import SpreadingActivationRetriever   # llama_index
     from kgrag_plugins.integrations import kg_infused_graph               # langgraph
+    from kgrag_plugins.integrations import HopAwareRetriever, frag_graph  # FRAG (both frameworks)
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 _EXPORTS = {
     # llama_index
+    "HopAwareRetriever": "llama_index",
     "KGRetriever": "llama_index",
     "SpreadingActivationRetriever": "llama_index",
     "evidence_to_nodes": "llama_index",
@@ -21,6 +23,11 @@ _EXPORTS = {
     "activation_graph": "langgraph",
     "kg_infused_graph": "langgraph",
     "sa_rag_graph": "langgraph",
+    "frag_graph": "langgraph",
+    "make_hop_router": "langgraph",
+    "make_route_node": "langgraph",
+    "route_by_hops": "langgraph",
+    "make_frag_node": "langgraph",
     "make_retrieve_node": "langgraph",
     "make_activation_node": "langgraph",
     "make_query_expansion_node": "langgraph",

@@ -10,6 +10,10 @@ State (:class:`KGRAGState`) uses the official RAG examples' keys plus ours:
 - ``trace``: dict, one entry per step (``retrieve``, ``activation``, ``retrievals``, ``reasoning``, ...)
 - KG-Infused RAG: ``activation`` (a JSON-able snapshot of the activation memory), ``summary``,
   ``expanded_query``, ``note``; SA-RAG: ``query`` (current follow-up), ``context``, ``reasoning``, ``steps``
+- FRAG / hop routing (METHODS.md §2, paper ``frag``): ``route`` (``"simple"`` | ``"complex"``, written by
+  the router node), ``answers`` (LLM-free candidate answers: end entities of the top paths, best
+  first), ``topic_entities`` (optional input: entity ids that replace FRAG's question linking);
+  ``facts`` then hold the verbalised paths (``"Tom Hanks <- starred_actors <- Big -> directed_by -> ..."``)
 
 Handles (index, retriever, LLM) are captured by the node factories (closures), never stored in state.
 Every node is a ``RunnableLambda`` (``invoke`` / ``ainvoke``; ``add_node(name, node)``), and every
@@ -20,11 +24,15 @@ No reducers are used, so a parent state may declare the same keys with plain ove
 
 from __future__ import annotations
 
+import asyncio
+import os
+import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
+import numpy as np
 from langchain_core.documents import Document
-from langchain_core.runnables import RunnableLambda
+from langchain_core.runnables import Runnable, RunnableLambda
 from langgraph.graph import END, START, StateGraph
 
 from ..index.store import KnowledgeIndex
@@ -36,23 +44,30 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ..methods.activation import ActivationMemory
     from ..methods.base import Retriever
+    from ..methods.frag import FRAGRetriever
+    from ..models.embed import Embedder
 
 __all__ = [
     "KGRAGState",
     "activation_graph",
     "documents_to_passages",
     "evidence_to_documents",
+    "frag_graph",
     "kg_infused_graph",
     "make_activation_node",
     "make_augment_node",
     "make_dual_retrieve_node",
+    "make_frag_node",
     "make_generate_node",
+    "make_hop_router",
     "make_note_node",
     "make_query_expansion_node",
     "make_retrieve_node",
+    "make_route_node",
     "make_sa_reason_node",
     "make_sa_retrieve_node",
     "passage_to_document",
+    "route_by_hops",
     "sa_rag_graph",
     "sa_route_after_reason",
     "sa_route_after_retrieve",
@@ -78,6 +93,10 @@ class KGRAGState(TypedDict, total=False):
     context: str
     reasoning: dict[str, Any] | None
     steps: int
+    # FRAG / hop routing
+    route: str
+    answers: list[str]
+    topic_entities: list[str]
 
 
 # --------------------------------------------------------------------------- shape translation
@@ -185,12 +204,16 @@ def make_generate_node(llm: Any = None, *, method: Any = None, max_passages: int
 
     With ``llm`` (ours, LangChain or LlamaIndex): :func:`~kgrag_plugins.methods.answer.generate_answer`
     over ``documents`` + ``facts``. With ``method``: its own answer step, i.e. a
-    ``KGInfusedRetriever`` (``answer(question, evidence, note=state["note"])``) or an ``SARAGCoT``
-    (``final_answer(question, state["context"])``).
+    ``KGInfusedRetriever`` (``answer(question, evidence, note=state["note"])``), an ``SARAGCoT``
+    (``final_answer(question, state["context"])``) or a ``FRAGRetriever`` (FRAG's reasoning prompt
+    over the paths in ``facts``, first line of the reply; LLM-free or after an LLM error, which goes
+    to ``trace["llm_error"]``: the first of ``answers``).
     """
     if (llm is None) == (method is None):
         raise ValueError("make_generate_node needs exactly one of llm= or method=")
     if method is not None:
+        if _is_frag(method):
+            return _frag_generate_node(method)
         if callable(getattr(method, "final_answer", None)):  # SA-RAG CoT
 
             def generate(state: dict[str, Any]) -> dict[str, Any]:
@@ -424,6 +447,150 @@ def sa_route_after_retrieve(max_steps: int, *, done: str = "generate") -> Callab
     return route
 
 
+# --------------------------------------------------------------------------- FRAG / hop routing nodes
+
+_ROUTES = ("simple", "complex")
+_BRACKET = re.compile(r"\[([^\[\]]+)\]")
+_RouteFn = Callable[[str], "tuple[str, float | None, str]"]
+
+
+def _is_frag(obj: Any) -> bool:
+    from ..methods.frag import FRAGRetriever
+
+    return isinstance(obj, FRAGRetriever)
+
+
+def _check_route(route: Any, source: str) -> str:
+    if route not in _ROUTES:
+        raise ValueError(f"{source} returned route {route!r}; expected 'simple' or 'complex'")
+    return route
+
+
+def _hop_router(classifier: Any, embedder: Embedder | None = None) -> _RouteFn:
+    """``question -> (route, p_complex | None, by)`` for any accepted ``classifier`` (see make_route_node)."""
+    from ..methods.frag import heuristic_route
+    from ..methods.hop_classifier import HopClassifier
+
+    if classifier is None:
+        return lambda q: (heuristic_route(q), None, "heuristic")
+    if isinstance(classifier, (str, os.PathLike)):
+        classifier = HopClassifier.load(classifier, embedder=embedder)
+    if _is_frag(classifier):
+        frag = classifier
+        by = "mode" if frag.mode != "auto" else ("classifier" if frag.classifier is not None else "heuristic")
+        return lambda q: (*frag.route(q), by)
+    plain = lambda q: _BRACKET.sub(r"\1", q)  # noqa: E731  (as FRAGRetriever.route feeds its classifier)
+    if callable(getattr(classifier, "predict_proba", None)):
+
+        def by_proba(q: str) -> tuple[str, float | None, str]:
+            p = float(np.ravel(classifier.predict_proba([plain(q)]))[0])
+            return ("complex" if p >= 0.5 else "simple"), p, "classifier"
+
+        return by_proba
+    if callable(getattr(classifier, "route", None)) or callable(classifier):
+        fn = classifier.route if callable(getattr(classifier, "route", None)) else classifier
+
+        def by_route(q: str) -> tuple[str, float | None, str]:
+            out = fn(plain(q))
+            route, p = out if isinstance(out, tuple) else (out, None)
+            return route, (None if p is None else float(p)), "classifier"
+
+        return by_route
+    raise TypeError(
+        "classifier must be None, a HopClassifier (or its saved path), a FRAGRetriever, an object with "
+        f"predict_proba()/route(), or a callable question -> route; got {type(classifier).__name__}"
+    )
+
+
+def make_route_node(classifier: Any = None, *, embedder: Embedder | None = None) -> RunnableLambda:
+    """FRAG's hop-aware router (METHODS.md §2 step 2, paper ``frag``) as a node: writes ``route``
+    (``"simple"``: at most 2 hops; ``"complex"``) and ``trace["route"] = {"route", "p_complex", "by"}``.
+
+    ``classifier``: a trained :class:`~kgrag_plugins.methods.hop_classifier.HopClassifier`, the path
+    of a saved one (loaded with ``embedder``, default MiniLM), a ``FRAGRetriever`` (its own
+    ``route``: classifier, heuristic or forced ``mode``), any object with ``predict_proba`` (P(complex))
+    or ``route``, a callable ``question -> route`` (these three get the question with its ``[ ]`` topic
+    markers removed, as ``FRAGRetriever.route`` feeds its classifier), or ``None``: the LLM-free
+    :func:`~kgrag_plugins.methods.frag.heuristic_route`. ``by`` is ``"classifier"``, ``"heuristic"``
+    or ``"mode"``. The route is always recomputed from ``state["query"]`` or ``state["question"]``
+    (a ``route`` already in the state is overwritten), so a checkpointed thread re-routes each question.
+    """
+    router = _hop_router(classifier, embedder)
+
+    def route(state: dict[str, Any]) -> dict[str, Any]:
+        r, p, by = router(state.get("query") or _question(state))
+        r = _check_route(r, "the hop classifier")
+        return {"route": r, "trace": _trace(state, route={"route": r, "p_complex": p, "by": by})}
+
+    return _node("router", route)
+
+
+def route_by_hops(state: dict[str, Any]) -> Literal["simple", "complex"]:
+    """Conditional-edge function after :func:`make_route_node`: ``state["route"]``."""
+    return _check_route(state.get("route"), "state['route']")  # type: ignore[return-value]
+
+
+def make_frag_node(retriever: FRAGRetriever, route: str | None = None, k: int = 5) -> RunnableLambda:
+    """FRAG path retrieval (METHODS.md §2 steps 3-7) as a node: ``retriever.evidence(query, k, route=...)``.
+
+    ``route`` forces FRAG's simple or complex pipeline; ``None`` uses ``state["route"]`` when set, else
+    the retriever routes itself. ``state["topic_entities"]`` (entity ids), when given, replaces the
+    question's entity linking. Writes ``facts`` (the verbalised paths, best first), ``documents``
+    (passages linked to path entities; empty for a KG without passages), ``answers`` (LLM-free: end
+    entities of the top paths), ``route`` and ``trace["frag"]`` (FRAG's trace: topic entities, sizes,
+    timings; ``error`` when no topic entity was found). ``ainvoke`` runs it in a worker thread.
+    """
+    if route is not None and route not in _ROUTES:
+        raise ValueError(f"route must be None, 'simple' or 'complex', got {route!r}")
+    if not _is_frag(retriever):
+        raise TypeError(f"make_frag_node needs a FRAGRetriever, got {type(retriever).__name__}")
+
+    def args(state: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        chosen = route or (state["route"] if state.get("route") in _ROUTES else None)
+        return state.get("query") or _question(state), {"route": chosen, "topic_entities": state.get("topic_entities")}
+
+    def update(state: dict[str, Any], ev: Evidence) -> dict[str, Any]:
+        return {
+            "documents": evidence_to_documents(ev, retriever=retriever.name),
+            "facts": [f.text for f in ev.facts],
+            "answers": list(ev.trace.get("answers") or []),
+            "route": ev.trace.get("route"),
+            "trace": _trace(state, frag=ev.trace),
+        }
+
+    def frag(state: dict[str, Any]) -> dict[str, Any]:
+        q, kw = args(state)
+        return update(state, retriever.evidence(q, k, **kw))
+
+    async def afrag(state: dict[str, Any]) -> dict[str, Any]:
+        q, kw = args(state)
+        return update(state, await asyncio.to_thread(retriever.evidence, q, k, **kw))
+
+    return _node(f"frag_{route}" if route else "frag", frag, afrag)
+
+
+def _frag_generate_node(frag: FRAGRetriever) -> RunnableLambda:
+    """FRAG's answer step (§2 step 8) over the paths in ``facts`` and the ``answers`` in state."""
+
+    def generate(state: dict[str, Any]) -> dict[str, Any]:
+        q = _question(state)
+        frag_trace = dict((state.get("trace") or {}).get("frag") or {})
+        frag_trace["answers"] = list(state.get("answers") or frag_trace.get("answers") or [])
+        facts = [f if isinstance(f, Fact) else Fact(str(f), kind="path") for f in state.get("facts") or ()]
+        ev = Evidence(q, documents_to_passages(state.get("documents")), facts, frag_trace)
+        ans = frag.answer(q, evidence=ev)
+        update: dict[str, Any] = {"generation": ans.text}
+        if ans.metadata.get("llm_error"):
+            errors = [
+                *(state.get("trace") or {}).get("llm_error", []),
+                {"step": "answer", "error": ans.metadata["llm_error"]},
+            ]
+            update["trace"] = _trace(state, llm_error=errors)
+        return update
+
+    return _node("generate", generate)
+
+
 # --------------------------------------------------------------------------- compiled graphs
 
 
@@ -540,3 +707,94 @@ def sa_rag_graph(
     g.add_conditional_edges("reason", sa_route_after_reason(steps), ["reason", "retrieve", "generate"])
     g.add_edge("generate", END)
     return g.compile(checkpointer=checkpointer, name="sa_rag")
+
+
+def _branch(node: Any, route: str, k: int) -> Any:
+    from ..methods.base import Retriever
+
+    if _is_frag(node):
+        return make_frag_node(node, route, k)
+    if isinstance(node, Retriever):
+        return make_retrieve_node(node, k)
+    if isinstance(node, Runnable) or callable(node):
+        return node
+    raise TypeError(
+        f"the {route} branch must be a kgrag Retriever, a Runnable / compiled graph or a callable node, "
+        f"got {type(node).__name__}"
+    )
+
+
+def make_hop_router(
+    simple: Any, complex: Any, *, classifier: Any = None, k: int = 5, checkpointer: Any = None
+) -> CompiledStateGraph:
+    """FRAG's hop-aware routing (METHODS.md §2, paper ``frag``) in front of any two branches:
+    ``START -> router -> simple | complex -> END``.
+
+    ``router`` is :func:`make_route_node` (``classifier`` as there; ``None``: the heuristic) and
+    :func:`route_by_hops` picks the node named ``"simple"`` or ``"complex"``. Each branch may be a
+    kgrag ``Retriever`` (a :func:`make_retrieve_node` with ``k``; a ``FRAGRetriever`` becomes a
+    :func:`make_frag_node` forced to that branch's pipeline), a LangChain ``Runnable`` or compiled
+    LangGraph graph (added as a subgraph node as is; shared state keys flow both ways), or a plain
+    callable node ``state -> dict``. (The router node is not called ``route``: older LangGraph
+    releases reject a node named like a state key.)
+    """
+    g = StateGraph(KGRAGState)
+    g.add_node("router", make_route_node(classifier))
+    g.add_node("simple", _branch(simple, "simple", k))
+    g.add_node("complex", _branch(complex, "complex", k))
+    g.add_edge(START, "router")
+    g.add_conditional_edges("router", route_by_hops, {"simple": "simple", "complex": "complex"})
+    g.add_edge("simple", END)
+    g.add_edge("complex", END)
+    return g.compile(checkpointer=checkpointer, name="hop_router")
+
+
+def frag_graph(
+    index_or_retriever: Any,
+    *,
+    classifier: Any = None,
+    llm: Any = None,
+    k: int = 5,
+    checkpointer: Any = None,
+    **frag_kwargs: Any,
+) -> CompiledStateGraph:
+    """FRAG (METHODS.md §2, paper ``frag``): ``router -> frag_simple | frag_complex -> [generate]``.
+
+    From an index, builds ``FRAGRetriever(index, classifier=classifier, llm=llm, **frag_kwargs)``;
+    the router uses its ``route`` (the trained classifier, else the heuristic; ``mode="simple"`` /
+    ``"complex"`` forces a branch). Both branches are :func:`make_frag_node` on that one retriever
+    with the pipeline forced. With a ready ``FRAGRetriever``, ``classifier`` (if given) overrides only
+    the router, ``frag_kwargs`` are not allowed and ``llm`` must be its own. ``generate`` (FRAG's
+    reasoning prompt over the top paths, first line of the reply) runs only when the retriever has an
+    LLM; otherwise ``generation`` stays unset and ``answers`` holds the LLM-free answers.
+    """
+    from ..methods.frag import FRAGRetriever
+
+    built = isinstance(index_or_retriever, KnowledgeIndex)
+    llm = as_llm(llm)
+    frag = _method(
+        index_or_retriever, lambda index: FRAGRetriever(index, classifier=classifier, llm=llm, **frag_kwargs)
+    )
+    if not isinstance(frag, FRAGRetriever):
+        raise TypeError(f"frag_graph needs a KnowledgeIndex or a FRAGRetriever, got {type(frag).__name__}")
+    if not built:
+        if frag_kwargs:
+            raise ValueError(f"frag_graph: pass {sorted(frag_kwargs)} to FRAGRetriever(...) or build from an index")
+        if llm is not None and not _same_llm(frag.llm, llm):
+            raise ValueError("frag_graph: pass the LLM to FRAGRetriever(..., llm=...) or build from an index")
+    router = frag if built or classifier is None else classifier
+    g = StateGraph(KGRAGState)
+    g.add_node("router", make_route_node(router, embedder=frag.index.embedder))
+    g.add_node("frag_simple", make_frag_node(frag, "simple", k))
+    g.add_node("frag_complex", make_frag_node(frag, "complex", k))
+    g.add_edge(START, "router")
+    g.add_conditional_edges("router", route_by_hops, {"simple": "frag_simple", "complex": "frag_complex"})
+    if frag.llm is not None:
+        g.add_node("generate", make_generate_node(method=frag))
+        g.add_edge("frag_simple", "generate")
+        g.add_edge("frag_complex", "generate")
+        g.add_edge("generate", END)
+    else:
+        g.add_edge("frag_simple", END)
+        g.add_edge("frag_complex", END)
+    return g.compile(checkpointer=checkpointer, name="frag")

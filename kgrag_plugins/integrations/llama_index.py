@@ -15,6 +15,9 @@ Example::
     from llama_index.core.query_engine import RetrieverQueryEngine
     retriever = SpreadingActivationRetriever(index, variant="activation", similarity_top_k=5)
     engine = RetrieverQueryEngine.from_args(retriever, llm=my_llama_index_llm)
+
+    # FRAG: hop-aware path retrieval; paths become nodes with metadata["kind"] == "path"
+    retriever = HopAwareRetriever(index, classifier="hop_classifier.npz", k=5)
 """
 
 from __future__ import annotations
@@ -32,8 +35,10 @@ from ..types import Evidence, Fact, ScoredPassage
 if TYPE_CHECKING:  # pragma: no cover
     from ..index.store import KnowledgeIndex
     from ..methods.base import Retriever
+    from ..methods.frag import FRAGRetriever
 
 __all__ = [
+    "HopAwareRetriever",
     "KGRetriever",
     "SpreadingActivationRetriever",
     "VARIANTS",
@@ -235,3 +240,67 @@ class SpreadingActivationRetriever(KGRetriever):
             callback_manager=callback_manager,
             verbose=verbose,
         )
+
+
+class HopAwareRetriever(KGRetriever):
+    """FRAG's hop-aware path retrieval (METHODS.md §2, paper ``frag``) as a LlamaIndex retriever.
+
+    Each question is routed to FRAG's simple (≤ 2 hops) or complex pipeline by ``classifier`` (a
+    trained :class:`~kgrag_plugins.methods.hop_classifier.HopClassifier` or its saved path; ``None``:
+    the LLM-free heuristic) unless ``mode`` forces one. The top paths become fact nodes
+    (``metadata["kind"] == "path"``, with ``nodes`` / ``relations`` / ``inverse`` / ``answer`` /
+    ``hops``; score = FRAG's path score, best first) after the passages linked to path entities (text
+    nodes; none for a KG without passages; at most ``k``). ``last_trace`` holds FRAG's trace (``route``,
+    ``p_complex``, ``topic_entities``, ``answers``; ``error`` when no topic entity was found: the result
+    is then empty). ``llm`` is only used by ``self.retriever.answer(question)`` (FRAG's reasoning
+    prompt). Pass a ready :class:`~kgrag_plugins.methods.frag.FRAGRetriever` instead of an index to
+    reuse it; ``frag_kwargs`` go to its constructor otherwise.
+    """
+
+    def __init__(
+        self,
+        index_or_retriever: KnowledgeIndex | FRAGRetriever,
+        *,
+        classifier: Any = None,
+        mode: str = "auto",
+        llm: Any = None,
+        k: int = 5,
+        max_facts: int | None = None,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+        **frag_kwargs: Any,
+    ) -> None:
+        from ..index.store import KnowledgeIndex
+        from ..methods.frag import FRAGRetriever
+
+        if isinstance(index_or_retriever, FRAGRetriever):
+            if classifier is not None or mode != "auto" or llm is not None or frag_kwargs:
+                raise ValueError(
+                    "HopAwareRetriever: with a ready FRAGRetriever, configure classifier/mode/llm/options "
+                    "on FRAGRetriever(...) itself, or pass an index"
+                )
+            frag = index_or_retriever
+        elif isinstance(index_or_retriever, KnowledgeIndex):
+            frag = FRAGRetriever(index_or_retriever, classifier=classifier, mode=mode, llm=llm, **frag_kwargs)
+        else:
+            raise TypeError(
+                f"HopAwareRetriever needs a KnowledgeIndex or a FRAGRetriever, got {type(index_or_retriever).__name__}"
+            )
+        super().__init__(
+            frag,
+            similarity_top_k=k,
+            include_facts=True,
+            max_facts=max_facts,
+            callback_manager=callback_manager,
+            verbose=verbose,
+        )
+
+    @property
+    def last_route(self) -> str | None:
+        """``"simple"`` / ``"complex"``: the pipeline of the most recent retrieval."""
+        return (self.last_trace or {}).get("route")
+
+    @property
+    def last_answers(self) -> list[str]:
+        """LLM-free answers of the most recent retrieval: end entities of the top paths, best first."""
+        return list((self.last_trace or {}).get("answers") or [])

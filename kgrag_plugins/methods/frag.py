@@ -64,17 +64,21 @@ from .activation import TextVectorCache
 from .base import Retriever
 from .frag_prompts import MAX_TOKENS, STOP, hop_estimation_prompt, reasoning_prompt
 from .hop_classifier import COMPLEX, SIMPLE, HopClassifier
+from .path_ranker import PathRanker, chain_key, relation_query
 
 __all__ = ["FRAGRetriever", "heuristic_route", "count_hops", "RouteName"]
 
 RouteName = Literal["simple", "complex"]
 Reranker = Callable[[str, Sequence[str]], Sequence[float]]
 
+#: Largest graph whose entity vectors FRAG computes on the fly for embedding-based linking.
+EMBED_LINK_MAX_ENTITIES = 5000
 _BRACKET = re.compile(r"\[([^\[\]]+)\]")
 _CVT = re.compile(r"^[mg]\.[0-9a-z_]+$")
 _RELATIVE = re.compile(r"\b(?:that|which|who|whom|whose|where|when)\b", re.I)
 _CHAIN_CUES = re.compile(
-    r"\b(?:share[sd]?|same|also|co-?\w+|other|as well)\b|'s\b|\bof (?:the|a|an)\b|\bby\b", re.I
+    r"\b(?:share[sd]?|same|also|co-?(?:star|writ|direct|act|produc)\w*|other|as well)\b|'s\b|\bof (?:the|a|an)\b|\bby\b",
+    re.I,
 )
 
 
@@ -219,6 +223,9 @@ class FRAGRetriever(Retriever):
         simple_hops, complex_hops, max_nodes, max_relations, max_paths, damping: the paper's
             k = 2 / 4, n = 2000, m = 64, u = 32 and PageRank damping 0.8.
         inverse: walk edges against their direction too (needed for one-way KGs such as MetaQA).
+        path_ranker: a :class:`~kgrag_plugins.methods.path_ranker.PathRanker` (or its saved
+            path) trained on question-answer pairs of this KG (``kgrag train path-ranker``):
+            paths are scored by the log-probability of their relation chain.
         reranker: optional ``(query, texts) -> scores`` cross-encoder for relations and paths.
         max_candidates: cap on enumerated paths per question (hub entities); the cap is reported.
     """
@@ -239,6 +246,7 @@ class FRAGRetriever(Retriever):
         max_paths: int = 32,
         damping: float = 0.8,
         inverse: bool = True,
+        path_ranker: PathRanker | str | FilePath | None = None,
         reranker: Reranker | None = None,
         rerank_pool: int = 256,
         max_candidates: int = 200_000,
@@ -260,6 +268,9 @@ class FRAGRetriever(Retriever):
                 raise ValueError(f"{label} must be >= 1, got {v}")
         if isinstance(classifier, (str, FilePath)):
             classifier = HopClassifier.load(classifier, embedder=index.embedder)
+        if isinstance(path_ranker, (str, FilePath)):
+            path_ranker = PathRanker.load(path_ranker, embedder=index.embedder)
+        self.path_ranker = path_ranker
         self.index = index
         self.graph = index.graph
         self.classifier = classifier
@@ -305,37 +316,43 @@ class FRAGRetriever(Retriever):
 
         unknown: list[str] = []
         spans = _BRACKET.findall(question)
-        if spans:
+        if spans:  # the user named the topic: never link other words of the question instead
             ids = []
             for s in spans:
                 eid = s.strip() if s.strip() in self.graph else self._names.get(name_key(s))
                 if eid is None:
+                    eid = next(iter(self._embedding_match([s.strip()])), None)
+                if eid is None:
                     unknown.append(s)
                 else:
                     ids.append(eid)
-            if ids:
-                return list(dict.fromkeys(ids)), "bracket", unknown
-        ids = link_question(self.graph, _BRACKET.sub(r"\1", question), names=self._names)
+            return list(dict.fromkeys(ids)), ("bracket" if ids else "none"), unknown
+        ids = link_question(self.graph, question, names=self._names)
         if ids:
             return ids, "name", unknown
-        ids = self._embedding_link(_BRACKET.sub(r"\1", question))
+        ids = self._embedding_link(question)
         return ids, ("embedding" if ids else "none"), unknown
+
+    def _embedding_match(self, spans: list[str]) -> list[str]:
+        """Entities whose name vector is nearest to each span (cos ≥ ``link_threshold``). Entity
+        vectors are used when already computed, or computed now for graphs of at most
+        ``EMBED_LINK_MAX_ENTITIES`` entities (larger graphs: ``index.entity_vectors`` once)."""
+        spans = [s for s in spans if len(s) > 2]
+        if not spans or not (self.index.has_entity_vectors or self.graph.num_entities <= EMBED_LINK_MAX_ENTITIES):
+            return []
+        vecs = self.index.entity_vectors
+        if vecs is None or not len(vecs):
+            return []
+        sims = self._embed(spans) @ vecs.T
+        best = sims.argmax(axis=1)
+        return list(dict.fromkeys(self._ids[int(b)] for i, b in enumerate(best) if sims[i, b] >= self.link_threshold))
 
     def _embedding_link(self, question: str) -> list[str]:
         from ..index.build.nlp import load_spacy
 
         ents = [e.text for e in load_spacy(False)(question).ents]
         caps = re.findall(r"[A-Z][\w'.-]*(?:\s+(?:of |the |de )?[A-Z][\w'.-]*)*", question[1:])
-        spans = list(dict.fromkeys(ents + caps))
-        spans = [s for s in spans if len(s) > 2]
-        vecs = self.index.entity_vectors if spans else None
-        if vecs is None or not len(vecs):
-            return []
-        sv = np.asarray(self.index.embedder.embed(spans, progress=False), dtype=np.float32)
-        sims = sv @ vecs.T
-        best = sims.argmax(axis=1)
-        ids = self._ids
-        return list(dict.fromkeys(ids[int(b)] for i, b in enumerate(best) if sims[i, b] >= self.link_threshold))
+        return self._embedding_match(list(dict.fromkeys(ents + caps)))
 
     # ------------------------------------------------------------------ scoring helpers
     def _relation_phrase(self, rel: int) -> str:
@@ -355,14 +372,8 @@ class FRAGRetriever(Retriever):
         return vecs @ qv
 
     def relation_query(self, question: str, topic_ids: Sequence[str]) -> str:
-        """The text compared with relation chains: the question with its topic mentions replaced
-        by "it" (the entity's name says nothing about which relations to follow)."""
-        text = _BRACKET.sub("it", question)
-        for eid in topic_ids:
-            name = self.graph.name_of(eid)
-            if len(name) > 2:
-                text = re.sub(re.escape(name), "it", text, flags=re.I)
-        return " ".join(text.split())
+        """The text compared with relation chains (:func:`~kgrag_plugins.methods.path_ranker.relation_query`)."""
+        return relation_query(question, [self.graph.name_of(e) for e in topic_ids])
 
     # ------------------------------------------------------------------ pipeline
     def paths(
@@ -392,6 +403,7 @@ class FRAGRetriever(Retriever):
                 f" (not in the graph: {unknown})" if unknown else ""
             )
             trace["timings_ms"] = timings
+            trace["answers"] = []
             return [], trace
         seeds = np.array([self.graph.index_of(e) for e in topics], dtype=np.int64)
         k = self.simple_hops if route == SIMPLE else self.complex_hops
@@ -399,17 +411,15 @@ class FRAGRetriever(Retriever):
         # 1-2. k-hop neighbourhood, PageRank top-n
         t = time.perf_counter()
         hood = self._pg.k_hop(seeds, k)
-        ppr = None
+        ppr = self._pg.ppr(seeds, self.damping)
         if len(hood) > self.max_nodes:
-            ppr = self._pg.ppr(seeds, self.damping)
-            keep = hood[np.argsort(-ppr[hood], kind="stable")[: self.max_nodes]]
-            keep = np.union1d(keep, seeds)
+            keep = np.union1d(hood[np.argsort(-ppr[hood], kind="stable")[: self.max_nodes]], seeds)
         else:
             keep = hood
         in_s = np.zeros(self._pg.n, dtype=bool)
         in_s[keep] = True
         timings["subgraph_ms"] = (time.perf_counter() - t) * 1e3
-        trace.update(k=k, neighbourhood=int(len(hood)), subgraph_nodes=int(len(keep)), pagerank=ppr is not None)
+        trace.update(k=k, neighbourhood=int(len(hood)), subgraph_nodes=int(len(keep)), pagerank=len(hood) > self.max_nodes)
 
         # 3. relation pruning
         t = time.perf_counter()
@@ -543,16 +553,15 @@ class FRAGRetriever(Retriever):
         cvt = [u for u in uniq.tolist() if _CVT.match(ids[u]) and self.graph.name_of(ids[u]) == ids[u]]
         return cands.select(~np.isin(ends, cvt)) if cvt else cands
 
-    def _rank(self, cands: _Candidates, query: str, qv: np.ndarray, ppr: np.ndarray | None) -> list[Path]:
+    def _rank(self, cands: _Candidates, query: str, qv: np.ndarray, ppr: np.ndarray) -> list[Path]:
         if not len(cands):
             return []
         chains, inverse = np.unique(cands.rels, axis=0, return_inverse=True)
         inverse = np.asarray(inverse).ravel()
-        texts = [self._chain_text(c) for c in chains]
-        vecs, _ = self._cache.vectors(texts, self._embed)
-        score = (vecs @ qv)[inverse].astype(np.float64)
+        chain_scores = self._chain_scores(chains, qv, len(cands), inverse)
+        score = chain_scores[inverse]
         ends = cands.ends()
-        tie = ppr[ends] if ppr is not None else np.zeros(len(ends))
+        tie = ppr[ends]
         order = np.lexsort((ends, -tie, -score))
         if self.reranker is not None:
             pool = order[: self.rerank_pool]
@@ -567,6 +576,26 @@ class FRAGRetriever(Retriever):
             p.score = float(score[i])
             out.append(p)
         return out
+
+    def _chain_scores(self, chains: np.ndarray, qv: np.ndarray, n: int, inverse: np.ndarray) -> np.ndarray:
+        """Score per unique chain: the path ranker's log-probability when one is set (chains it
+        has not seen rank below all known ones, by bi-encoder cosine), else the cosine between
+        the relation query and the verbalised chain."""
+        if self.path_ranker is None:
+            vecs, _ = self._cache.vectors([self._chain_text(c) for c in chains], self._embed)
+            return (vecs @ qv).astype(np.float64)
+        R = self._pg.R
+        keys = [chain_key([self._relations[r % R] for r in c if r >= 0], [r >= R for r in c if r >= 0]) for c in chains]
+        scores = self.path_ranker.score(qv, keys)
+        unknown = np.isnan(scores)
+        if unknown.any():
+            known_paths = int(np.isin(inverse, np.flatnonzero(~unknown)).sum())
+            if known_paths < self.max_paths:
+                vecs, _ = self._cache.vectors([self._chain_text(c) for c in chains[unknown]], self._embed)
+                scores[unknown] = -1e3 + vecs @ qv
+            else:
+                scores[unknown] = -1e4
+        return scores
 
     def _verbalise(self, cands: _Candidates, i: int) -> Path:
         ids = self._ids
@@ -626,7 +655,7 @@ class FRAGRetriever(Retriever):
         for rank, p in enumerate(paths):
             for eid in reversed(p.nodes):
                 for pid in self.graph.passages_of(eid):
-                    if pid in store and pid not in out:
+                    if pid in store and pid not in out and len(out) < k:
                         out[pid] = 1.0 / (1 + rank)
                 if len(out) >= k:
                     break

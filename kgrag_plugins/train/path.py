@@ -1,0 +1,123 @@
+"""``kgrag train path-ranker``: weakly supervised relation-chain ranker for FRAG on a KGQA set.
+
+For each training question (topic entity + gold answers, e.g. MetaQA), the label is the relation
+chain from the topic whose end set best matches the answers
+(:func:`~kgrag_plugins.methods.path_ranker.best_chain`); the ranker learns question -> chain.
+The report gives, on held-out questions, how often the predicted chain equals the label chain.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from ..eval.datasets import Question, load_dataset
+from ..index.graph import KnowledgeGraph
+from ..methods.path_ranker import Chain, PathRanker, best_chains, chain_key, relation_query
+
+
+def _rows(graph: KnowledgeGraph, names: Sequence[str], index: Any) -> list[int]:
+    from ..index.build.linking import name_key
+
+    out = []
+    for n in names:
+        eid = n if n in graph else index.get(name_key(n))
+        if eid is not None:
+            out.append(graph.index_of(eid))
+    return out
+
+
+def label_questions(
+    graph: KnowledgeGraph,
+    questions: Sequence[Question],
+    *,
+    max_hops: int = 3,
+    hub_cap: int = 1000,
+    min_f1: float = 0.1,
+    progress: bool = True,
+) -> tuple[list[str], list[list[Chain]], list[Question], dict[str, int]]:
+    """``(relation queries, label chains (ties kept), the labelled questions, counts)`` for questions with a topic entity in the graph
+    and a chain reaching their answers (F1 ≥ ``min_f1``); the question's ``hops`` restricts the
+    chain length when known."""
+    from ..index.build.linking import NameIndex
+    from ..methods.frag import _PathGraph
+
+    pg = _PathGraph(graph, inverse=True)
+    names = NameIndex.from_graph(graph)
+    rels = graph.relations
+    R = len(rels)
+    queries: list[str] = []
+    chains: list[list[Chain]] = []
+    kept: list[Question] = []
+    counts = {"questions": len(questions), "no_topic": 0, "no_chain": 0, "labelled": 0}
+    for q in tqdm(questions, desc="labelling chains", disable=not progress, leave=False):
+        topic = _rows(graph, [q.topic_entity] if q.topic_entity else [], names)
+        if not topic:
+            counts["no_topic"] += 1
+            continue
+        answers = _rows(graph, q.answers, names)
+        hops = q.hops if q.hops and q.hops <= max_hops else None
+        best, f1 = best_chains(pg, np.array(topic), np.array(answers), max_hops=max_hops, hops=hops, hub_cap=hub_cap)
+        if not best or f1 < min_f1:
+            counts["no_chain"] += 1
+            continue
+        counts["labelled"] += 1
+        queries.append(relation_query(q.question, [q.topic_entity or ""]))
+        chains.append([chain_key([rels[r % R] for r in c], [r >= R for r in c]) for c in best])
+        kept.append(q)
+    return queries, chains, kept, counts
+
+
+def train_path_ranker(
+    graph: KnowledgeGraph,
+    questions: Sequence[Question],
+    *,
+    holdout: float = 0.2,
+    embedder: Any = None,
+    seed: int = 0,
+    progress: bool = True,
+) -> tuple[PathRanker, dict[str, Any]]:
+    """Label, split (``holdout`` of the labelled questions held out), train; return the ranker
+    (trained on the train part) and a report with held-out chain accuracy."""
+    qs, chains, _, counts = label_questions(graph, questions, progress=progress)
+    order = list(range(len(qs)))
+    random.Random(seed).shuffle(order)
+    n_test = int(len(order) * holdout)
+    test, train = order[:n_test], order[n_test:]
+    ranker = PathRanker(embedder)
+    vecs = np.asarray(ranker._embedder().embed(qs, progress=progress), dtype=np.float64) if qs else np.zeros((0, 1))
+    ranker.fit([qs[i] for i in train], [chains[i] for i in train], vectors=vecs[train])
+    report: dict[str, Any] = {**counts, "train": len(train), "held_out": len(test), "chains": len(ranker)}
+    if test:
+        logits = vecs[test].astype(np.float32) @ ranker.weights + ranker.bias
+        pred = [ranker.chains[int(i)] for i in logits.argmax(axis=1)]
+        report["held_out_chain_accuracy"] = round(float(np.mean([p in chains[i] for p, i in zip(pred, test)])), 4)
+    return ranker, report
+
+
+def train_path_ranker_cli(
+    out: str | Path,
+    *,
+    dataset: str = "metaqa",
+    data_dir: str | Path | None = None,
+    limit: int = 3000,
+    holdout: float = 0.2,
+    embedder: Any = None,
+) -> dict[str, Any]:
+    """Train on up to ``limit`` questions of a KGQA dataset (balanced over hops), save to ``out``."""
+    from ..index.load import load_kg
+    from .hop import _sample
+
+    ds = load_dataset(dataset, data_dir=data_dir)
+    if ds.kb_path is None:
+        raise ValueError(f"{dataset} has no knowledge graph (kb_path); path rankers need a KGQA dataset")
+    graph, _ = load_kg(ds.kb_path, format="metaqa" if dataset.startswith("metaqa") else "tsv", progress=False)
+    sample = _sample([q for q in ds.questions if q.hops], limit, random.Random(0))
+    ranker, report = train_path_ranker(graph, sample, holdout=holdout, embedder=embedder)
+    ranker.save(out)
+    return {"dataset": dataset, "out": str(out), **report}
