@@ -77,7 +77,8 @@ _BRACKET = re.compile(r"\[([^\[\]]+)\]")
 _CVT = re.compile(r"^[mg]\.[0-9a-z_]+$")
 _RELATIVE = re.compile(r"\b(?:that|which|who|whom|whose|where|when)\b", re.I)
 _CHAIN_CUES = re.compile(
-    r"\b(?:share[sd]?|same|also|co-?(?:star|writ|direct|act|produc)\w*|other|as well)\b|'s\b|\bof (?:the|a|an)\b|\bby\b",
+    r"\b(?:share[sd]?|same|also|co-?(?:star|writ|direct|act|produc)\w*|other|as well)\b"
+    r"|'s\b|\bof (?:the|a|an)\b|\bby\b",
     re.I,
 )
 
@@ -419,7 +420,9 @@ class FRAGRetriever(Retriever):
         in_s = np.zeros(self._pg.n, dtype=bool)
         in_s[keep] = True
         timings["subgraph_ms"] = (time.perf_counter() - t) * 1e3
-        trace.update(k=k, neighbourhood=int(len(hood)), subgraph_nodes=int(len(keep)), pagerank=len(hood) > self.max_nodes)
+        trace.update(
+            k=k, neighbourhood=int(len(hood)), subgraph_nodes=int(len(keep)), pagerank=len(hood) > self.max_nodes
+        )
 
         # 3. relation pruning
         t = time.perf_counter()
@@ -681,7 +684,10 @@ class FRAGRetriever(Retriever):
             return Answer(question, fallback, ev, {**meta, "llm": False})
         try:
             reply = self.llm.complete(
-                reasoning_prompt(_BRACKET.sub(r"\1", question), paths), stop=STOP, max_tokens=MAX_TOKENS, temperature=0.01
+                reasoning_prompt(_BRACKET.sub(r"\1", question), paths),
+                stop=STOP,
+                max_tokens=MAX_TOKENS,
+                temperature=0.01,
             )
         except LLMError as e:
             return Answer(question, fallback, ev, {**meta, "llm": True, "llm_error": str(e)})
@@ -717,4 +723,8 @@ class FRAGRetriever(Retriever):
                 labels.append(hops)
         if labelled_q:
             self.classifier.adapt(labelled_q, labels)
-        return {"sampled": len(sample), "labelled": len(labelled_q), "complex": sum(h > self.classifier.delta for h in labels)}
+        return {
+            "sampled": len(sample),
+            "labelled": len(labelled_q),
+            "complex": sum(h > self.classifier.delta for h in labels),
+        }

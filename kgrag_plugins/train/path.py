@@ -41,9 +41,9 @@ def label_questions(
     min_f1: float = 0.1,
     progress: bool = True,
 ) -> tuple[list[str], list[list[Chain]], list[Question], dict[str, int]]:
-    """``(relation queries, label chains (ties kept), the labelled questions, counts)`` for questions with a topic entity in the graph
-    and a chain reaching their answers (F1 ≥ ``min_f1``); the question's ``hops`` restricts the
-    chain length when known."""
+    """``(relation queries, label chains (ties kept), the labelled questions, counts)`` for
+    questions with a topic entity in the graph and a chain reaching their answers (F1 ≥
+    ``min_f1``); the question's ``hops`` restricts the chain length when known."""
     from ..index.build.linking import NameIndex
     from ..methods.frag import _PathGraph
 
