@@ -29,6 +29,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         out=args.out,
         cache_dir=args.cache_dir,
         progress=not args.quiet,
+        per_hop=args.per_hop,
+        train_per_hop=args.train_per_hop,
     )
     print(markdown_table(report))
     if args.out:
@@ -139,11 +141,27 @@ def _cmd_ask(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    if args.what == "path-ranker":
+        from .train.path import train_path_ranker_cli
+
+        report = train_path_ranker_cli(
+            args.out,
+            dataset=args.dataset,
+            data_dir=args.data_dir,
+            limit=args.limit or 3000,
+            holdout=0.2 if args.holdout is None else args.holdout,
+        )
+        print(json.dumps(report, indent=2))
+        return 0
     from .train.hop import train_hop_classifier
 
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
     report = train_hop_classifier(
-        args.out, datasets=datasets, data_dir=args.data_dir, limit=args.limit, holdout=args.holdout
+        args.out,
+        datasets=datasets,
+        data_dir=args.data_dir,
+        limit=args.limit or 2000,
+        holdout=0.3 if args.holdout is None else args.holdout,
     )
     print(json.dumps(report, indent=2))
     return 0
@@ -151,6 +169,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from .eval.bench import RETRIEVERS
+    from .eval.kgqa import KGQA_RETRIEVERS
 
     p = argparse.ArgumentParser(prog="kgrag", description="Knowledge-graph RAG plug-ins: demo, benchmarks, indexing.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -162,11 +181,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("bench", help="measure retrievers on a benchmark dataset")
     b.add_argument("--dataset", required=True, help="musique, hotpotqa, 2wikimultihopqa, popqa, ...")
-    b.add_argument("--retrievers", default="dense,bm25,hybrid", help=f"comma list of: {', '.join(RETRIEVERS)}")
+    b.add_argument(
+        "--retrievers",
+        default="dense,bm25,hybrid",
+        help=f"comma list of: {', '.join(RETRIEVERS)}; KGQA datasets (metaqa): {', '.join(KGQA_RETRIEVERS)}",
+    )
     b.add_argument(
         "--data-dir", type=Path, default=None, help="benchmark data (default: $KGRAG_DATA_DIR or ../shared/data)"
     )
     b.add_argument("--limit", type=int, default=None, help="first N questions only")
+    b.add_argument("--per-hop", type=int, default=300, help="KGQA: held-out questions evaluated per hop count")
+    b.add_argument("--train-per-hop", type=int, default=1000, help="KGQA: training questions per hop count")
     b.add_argument("--out", type=Path, default=None, help="write the JSON report here")
     b.add_argument(
         "--cache-dir", type=Path, default=None, help="index cache (default: $KGRAG_CACHE_DIR or .kgrag_cache)"
@@ -222,12 +247,20 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("question")
     a.set_defaults(func=_cmd_ask)
 
-    t = sub.add_parser("train", help="train a model (hop-classifier: FRAG's simple/complex question classifier)")
-    t.add_argument("what", choices=["hop-classifier"])
-    t.add_argument("--out", type=Path, required=True, help="where to save the classifier (.npz)")
-    t.add_argument("--datasets", default="metaqa,musique,2wikimultihopqa,hotpotqa,popqa")
-    t.add_argument("--limit", type=int, default=2000, help="questions per dataset (balanced over hops)")
-    t.add_argument("--holdout", type=float, default=0.3, help="held-out share per dataset")
+    t = sub.add_parser(
+        "train",
+        help="train FRAG's models: hop-classifier (simple/complex questions) or path-ranker (relation chains of a KG)",
+    )
+    t.add_argument("what", choices=["hop-classifier", "path-ranker"])
+    t.add_argument("--out", type=Path, required=True, help="where to save the model (.npz)")
+    t.add_argument(
+        "--datasets", default="metaqa,musique,2wikimultihopqa,hotpotqa,popqa", help="hop-classifier: training sets"
+    )
+    t.add_argument("--dataset", default="metaqa", help="path-ranker: the KGQA dataset (its KG and questions)")
+    t.add_argument(
+        "--limit", type=int, default=None, help="questions per dataset, balanced over hops (default 2000 / 3000)"
+    )
+    t.add_argument("--holdout", type=float, default=None, help="held-out share (default 0.3 / 0.2)")
     t.add_argument("--data-dir", type=Path, default=None)
     t.set_defaults(func=_cmd_train)
     return p

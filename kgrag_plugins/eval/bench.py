@@ -28,6 +28,7 @@ from ..index.store import KnowledgeIndex, read_manifest
 from ..methods.activation import ActivationRetriever
 from ..methods.base import Retriever
 from ..methods.baselines import BM25Retriever, DenseRetriever, HybridRetriever, PPRRetriever
+from ..methods.frag import FRAGRetriever
 from ..methods.kg_infused import KGInfusedRetriever
 from ..methods.sa_rag import SARAGRetriever
 from ..models.embed import Embedder, default_embedder
@@ -50,6 +51,8 @@ RETRIEVERS: dict[str, tuple[Callable[[KnowledgeIndex], Retriever], tuple[str, ..
     "sa-rag": (_sa_rag, ("embed_passages_s", "chroma_s", "graph_s"), "mentions"),
     # KG-Infused RAG with paper defaults and its LLM-free substitutes (METHODS.md §1(e))
     "kg-infused": (KGInfusedRetriever, ("embed_passages_s", "chroma_s", "graph_s"), "mentions"),
+    # FRAG on a corpus graph: heuristic router, bi-encoder chain scores, passages of path entities
+    "frag": (FRAGRetriever, ("embed_passages_s", "chroma_s", "graph_s"), "mentions"),
 }
 #: Retrievers whose paper defaults depend on the dataset (their factory takes ``dataset=``).
 DATASET_AWARE = {"sa-rag"}
@@ -154,14 +157,28 @@ def run_bench(
     out: str | Path | None = None,
     cache_dir: str | Path | None = None,
     progress: bool = True,
+    per_hop: int = 300,
+    train_per_hop: int = 1000,
 ) -> dict[str, Any]:
-    """Run ``retrievers`` on ``dataset``; write JSON to ``out`` (if given) and return it."""
+    """Run ``retrievers`` on ``dataset``; write JSON to ``out`` (if given) and return it.
+
+    KGQA datasets (a KG and no corpus, e.g. ``metaqa``) go to
+    :func:`~kgrag_plugins.eval.kgqa.run_kgqa_bench` (``per_hop`` / ``train_per_hop`` apply there)."""
+    if not retrievers:
+        raise ValueError("no retrievers given")
+    ds0 = load_dataset(dataset, data_dir=data_dir, limit=limit)
+    if ds0.corpus is None and ds0.kb_path is not None:
+        from .kgqa import run_kgqa_bench
+
+        report = run_kgqa_bench(ds0, retrievers, per_hop=per_hop, train_per_hop=train_per_hop, progress=progress)
+        _write(report, out)
+        return report
+    if ds0.corpus is None:
+        raise ValueError(f"{dataset} has neither a corpus nor a knowledge graph to retrieve from")
     unknown = [r for r in retrievers if r not in RETRIEVERS]
     if unknown:
         raise ValueError(f"unknown retriever(s) {unknown}; available: {', '.join(RETRIEVERS)}")
-    if not retrievers:
-        raise ValueError("no retrievers given")
-    ds = load_dataset(dataset, data_dir=data_dir, limit=limit)
+    ds = ds0
     t0 = time.perf_counter()
     index, reused = dataset_index(ds, cache_dir=cache_dir, progress=progress)
     indexes: dict[str | None, KnowledgeIndex] = {None: index}
@@ -193,15 +210,25 @@ def run_bench(
         if builder:
             result["builder"] = builder
         report["results"][name] = result
+    _write(report, out)
+    return report
+
+
+def _write(report: dict[str, Any], out: str | Path | None) -> None:
     if out:
         out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(report, indent=2), encoding="utf-8")
-    return report
+        tmp = out.with_name(f".{out.name}.tmp")
+        tmp.write_text(json.dumps(report, indent=2), encoding="utf-8")
+        tmp.replace(out)
 
 
 def markdown_table(report: dict[str, Any]) -> str:
     """The report as a markdown table (one row per retriever)."""
+    if report.get("task") == "kgqa":
+        from .kgqa import kgqa_markdown_table
+
+        return kgqa_markdown_table(report)
     head = (
         f"**{report['dataset']}**: {report['n_questions']} questions, {report['corpus_size']} passages\n\n"
         "| retriever | Recall@2 | Recall@5 | AnswerRecall@5 | p50 ms | p95 ms | index s |\n"

@@ -39,6 +39,13 @@ Choices where the paper's parts are not available here or the released code is u
   name/alias n-grams link them, then an embedding match of the question's spans (cos ≥ 0.85).
 - **Router without a trained classifier**: a rule over the question's relational cues
   (:func:`heuristic_route`), METHODS.md §2(e)'s "count entity/relation mentions" substitute.
+- **Chain-guided completion** (with a trained path ranker only). One shortest path per node
+  loses most long answers on graphs with hubs: in MetaQA every film is two hops from every
+  other through a shared genre or year, so the film reached "via its director" is first found
+  via "Drama". The complex pipeline therefore also enumerates the simple paths that follow the
+  ``chain_beam`` (3) relation chains the ranker finds most probable, inside the same pruned
+  subgraph; candidates are pooled and de-duplicated before ranking. ``chain_beam=0`` restores
+  the paper's pipeline exactly.
 - **Answers.** LLM-free: the end entities of the top paths in rank order (KGQA); on corpus graphs
   the passages linked to path entities, then dense hits. With an LLM: the paper's reasoning
   prompt over the top paths, first line of the reply (§2 step 8).
@@ -193,6 +200,13 @@ class _Candidates:
     def __len__(self) -> int:
         return len(self.lengths)
 
+    def unique(self) -> "_Candidates":
+        """Without duplicate paths (first occurrence kept, order preserved)."""
+        if len(self) < 2:
+            return self
+        _, first = np.unique(np.hstack([self.nodes, self.rels]), axis=0, return_index=True)
+        return self.select(np.sort(first))
+
     def ends(self) -> np.ndarray:
         return self.nodes[np.arange(len(self)), self.lengths]
 
@@ -227,6 +241,8 @@ class FRAGRetriever(Retriever):
         path_ranker: a :class:`~kgrag_plugins.methods.path_ranker.PathRanker` (or its saved
             path) trained on question-answer pairs of this KG (``kgrag train path-ranker``):
             paths are scored by the log-probability of their relation chain.
+        chain_beam: with a path ranker, the complex pipeline also walks the ``chain_beam`` most
+            probable relation chains (chain-guided completion, see the module docstring); 0 = off.
         reranker: optional ``(query, texts) -> scores`` cross-encoder for relations and paths.
         max_candidates: cap on enumerated paths per question (hub entities); the cap is reported.
     """
@@ -248,6 +264,7 @@ class FRAGRetriever(Retriever):
         damping: float = 0.8,
         inverse: bool = True,
         path_ranker: PathRanker | str | FilePath | None = None,
+        chain_beam: int = 3,
         reranker: Reranker | None = None,
         rerank_pool: int = 256,
         max_candidates: int = 200_000,
@@ -291,6 +308,8 @@ class FRAGRetriever(Retriever):
         self._names = NameIndex.from_graph(index.graph)
         self._relations = index.graph.relations
         self._ids = index.graph.entity_ids
+        self._rel_ids = {r: i for i, r in enumerate(self._relations)}
+        self.chain_beam = chain_beam
         self._cache = TextVectorCache(20_000)
         if mode == "simple":
             self.name = "frag-simple"
@@ -436,7 +455,11 @@ class FRAGRetriever(Retriever):
         if route == SIMPLE:
             cands = _Candidates.concat([self._simple_paths(int(s), in_s) for s in seeds], 2)
         else:
-            cands = _Candidates.concat([self._shortest_paths(int(s), in_s) for s in seeds], self.complex_hops)
+            cands = _Candidates.concat(
+                [self._shortest_paths(int(s), in_s) for s in seeds] + [self._chain_paths(seeds, in_s, qv, trace)],
+                self.complex_hops,
+            )
+            cands = cands.unique()
         if len(cands) > self.max_candidates:
             trace["candidates_truncated_from"] = len(cands)
             cands = cands.select(np.arange(self.max_candidates))
@@ -477,31 +500,63 @@ class FRAGRetriever(Retriever):
 
     def _simple_paths(self, s: int, in_s: np.ndarray) -> _Candidates:
         """All simple paths of length 1..simple_hops from ``s`` inside ``in_s`` (FRAG's BFS module)."""
-        L = self.simple_hops
-        pos, _ = self._pg.gather(np.array([s]))
-        v = self._pg.dst[pos].astype(np.int64)
-        ok = in_s[v] & (v != s)
-        nodes = np.full((int(ok.sum()), L + 1), -1, np.int64)
-        rels = np.full((len(nodes), L), -1, np.int64)
-        nodes[:, 0], nodes[:, 1], rels[:, 0] = s, v[ok], self._pg.rel[pos[ok]]
-        lengths = np.ones(len(nodes), np.int64)
-        parts = [_Candidates(nodes, rels, lengths)]
-        frontier = parts[0]
-        for depth in range(1, L):
+        return self._walk(s, in_s, self.simple_hops, self.simple_hops)
+
+    def _walk(self, s: int, in_s: np.ndarray, hops: int, width: int, chain: Sequence[int] | None = None) -> _Candidates:
+        """Simple paths from ``s`` inside ``in_s``: all of length 1..``hops``, or, with ``chain``
+        (signed relation ids), only those following it to its end. Arrays are ``width`` wide."""
+        parts: list[_Candidates] = []
+        frontier = _Candidates(
+            np.full((1, width + 1), -1, np.int64), np.full((1, width), -1, np.int64), np.zeros(1, np.int64)
+        )
+        frontier.nodes[0, 0] = s
+        for depth in range(hops):
             ends = frontier.nodes[:, depth]
             pos, owner = self._pg.gather(ends)
             w = self._pg.dst[pos].astype(np.int64)
-            prev = frontier.nodes[owner, : depth + 1]
-            ok = in_s[w] & ~(prev == w[:, None]).any(axis=1)
-            nodes = frontier.nodes[owner[ok]].copy()
-            rels = frontier.rels[owner[ok]].copy()
+            ok = in_s[w] & ~(frontier.nodes[owner, : depth + 1] == w[:, None]).any(axis=1)
+            if chain is not None:
+                ok &= self._pg.rel[pos] == chain[depth]
+            nodes = frontier.nodes[owner[ok]]
+            rels = frontier.rels[owner[ok]]
             nodes[:, depth + 1] = w[ok]
             rels[:, depth] = self._pg.rel[pos[ok]]
             frontier = _Candidates(nodes, rels, np.full(len(nodes), depth + 1, np.int64))
-            parts.append(frontier)
-            if len(frontier) > self.max_candidates:
+            if chain is None or depth == hops - 1:
+                parts.append(frontier)
+            if not len(frontier) or len(frontier) > self.max_candidates:
                 break
-        return _Candidates.concat(parts, L)
+        return _Candidates.concat(parts, width)
+
+    def _chain_paths(self, seeds: np.ndarray, in_s: np.ndarray, qv: np.ndarray, trace: dict[str, Any]) -> _Candidates:
+        """Chain-guided completion of the complex pipeline (needs a path ranker): paths along the
+        ``chain_beam`` most probable relation chains of at most ``complex_hops`` hops."""
+        if self.path_ranker is None or not self.chain_beam:
+            return _Candidates.empty(self.complex_hops)
+        lp = self.path_ranker.log_probs(qv)
+        parts, used = [], []
+        for ci in np.argsort(-lp):
+            chain = self._chain_ids(self.path_ranker.chains[int(ci)])
+            if chain is None or len(chain) > self.complex_hops:
+                continue
+            used.append("/".join(self.path_ranker.chains[int(ci)]))
+            parts += [self._walk(int(s), in_s, len(chain), self.complex_hops, chain) for s in seeds]
+            if len(used) >= self.chain_beam:
+                break
+        trace["guided_chains"] = used
+        return _Candidates.concat(parts, self.complex_hops)
+
+    def _chain_ids(self, chain: Sequence[str]) -> list[int] | None:
+        """Signed relation ids of a chain key (``~`` = inverse); ``None`` if a relation is unknown
+        or inverse edges are not walked."""
+        out = []
+        for step in chain:
+            inv = step.startswith("~")
+            rid = self._rel_ids.get(step[1:] if inv else step)
+            if rid is None or (inv and not self._pg.inverse):
+                return None
+            out.append(rid + self._pg.R if inv else rid)
+        return out
 
     def _shortest_paths(self, s: int, in_s: np.ndarray) -> _Candidates:
         """One unit-weight shortest path from ``s`` to every node within complex_hops inside
