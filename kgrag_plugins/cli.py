@@ -162,6 +162,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         limit=args.limit or 2000,
         holdout=0.3 if args.holdout is None else args.holdout,
+        test_only=[d.strip() for d in (args.test_only or "").split(",") if d.strip()],
     )
     print(json.dumps(report, indent=2))
     return 0
@@ -255,6 +256,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--out", type=Path, required=True, help="where to save the model (.npz)")
     t.add_argument(
         "--datasets", default="metaqa,musique,2wikimultihopqa,hotpotqa,popqa", help="hop-classifier: training sets"
+    )
+    t.add_argument(
+        "--test-only", default=None, help="hop-classifier: datasets only evaluated, never trained on (cross-dataset)"
     )
     t.add_argument("--dataset", default="metaqa", help="path-ranker: the KGQA dataset (its KG and questions)")
     t.add_argument(

@@ -20,6 +20,7 @@ from .eval.metrics import recall_at_k
 from .index.store import KnowledgeIndex
 from .methods.activation import ActivationRetriever
 from .methods.baselines import BM25Retriever, DenseRetriever, HybridRetriever, PPRRetriever
+from .methods.frag import FRAGRetriever
 from .methods.kg_infused import KGInfusedRetriever
 from .methods.sa_rag import SARAGRetriever
 from .types import Passage
@@ -34,6 +35,18 @@ def sample_corpus() -> list[Passage]:
 def sample_questions() -> list[Question]:
     """The bundled demo questions (with gold passage ids)."""
     with resources.as_file(resources.files("kgrag_plugins") / "data" / "sample_questions.jsonl") as p:
+        return load_questions_jsonl(p)
+
+
+def sample_kg_path() -> Path:
+    """The bundled sample KG (``subject|relation|object`` lines, MetaQA format), written for
+    this project from the sample corpus's facts."""
+    return Path(str(resources.files("kgrag_plugins") / "data" / "sample_kg.txt"))
+
+
+def sample_kgqa() -> list[Question]:
+    """KGQA questions over the sample KG (``[bracketed]`` topic entities, hop counts)."""
+    with resources.as_file(resources.files("kgrag_plugins") / "data" / "sample_kgqa.jsonl") as p:
         return load_questions_jsonl(p)
 
 
@@ -86,6 +99,7 @@ def run_demo(out: TextIO, *, index_dir: str | Path | None = None, k: int = 3, ll
             ActivationRetriever(index),
             SARAGRetriever(index),
             KGInfusedRetriever(index),
+            FRAGRetriever(index),
         ]
         recalls: dict[str, list[float]] = {r.name: [] for r in retrievers}
         for q in questions:
@@ -108,6 +122,9 @@ def run_demo(out: TextIO, *, index_dir: str | Path | None = None, k: int = 3, ll
                     )
                 elif r.name == "kg-infused":
                     print(f"     expanded query: {_short(ev.trace.get('expanded_query', ''), 100)}", file=out)
+                elif r.name == "frag":
+                    top = ev.facts[0].text if ev.facts else ev.trace.get("error", "no path")
+                    print(f"     route: {ev.trace.get('route')}; top path: {_short(top, 100)}", file=out)
             if llm is not None:
                 from .methods.answer import generate_answer
 
@@ -118,4 +135,30 @@ def run_demo(out: TextIO, *, index_dir: str | Path | None = None, k: int = 3, ll
         print(f"Mean recall@{k} over {len(questions)} sample questions (* marks gold passages):", file=out)
         for name, v in summary.items():
             print(f"  {name:10s} {v:.3f}", file=out)
+        summary["frag-kgqa-hits@1"] = _frag_kgqa(out, index.embedder)
         return summary
+
+
+def _frag_kgqa(out: TextIO, embedder) -> float:
+    """FRAG on the bundled curated KG: route, top paths and the LLM-free answer per question."""
+    from .eval.metrics import hits_at_1
+    from .index.load import load_kg
+
+    graph, _ = load_kg(sample_kg_path(), "metaqa", progress=False)
+    frag = FRAGRetriever(KnowledgeIndex.build([], graph=graph, embedder=embedder, progress=False))
+    print(
+        f"\nFRAG on the bundled curated KG ({graph.num_triples} triples; zero-shot: heuristic router, "
+        "bi-encoder path ranking; `kgrag train` fits both on a KGQA set):",
+        file=out,
+    )
+    hits = []
+    for q in sample_kgqa():
+        ev = frag.retrieve(q.question, 5)
+        answers = ev.trace.get("answers", [])
+        hits.append(hits_at_1(answers, q.answers))
+        print(f"Q: {q.question}   (gold: {', '.join(q.answers)}; {q.hops} hops)", file=out)
+        print(f"   route: {ev.trace['route']}; answer: {answers[0] if answers else '-'}", file=out)
+        for f in ev.facts[:2]:
+            print(f"   {f.score:6.3f}  {f.text}", file=out)
+    print(f"FRAG hits@1 on the sample KG: {int(sum(hits))}/{len(hits)}", file=out)
+    return sum(hits) / len(hits)

@@ -28,16 +28,22 @@ def mini_data(tmp_path, sample_corpus, sample_questions):
             f.write(json.dumps({"id": p.id, "title": p.title, "text": p.text}) + "\n")
     with open(d / "questions.jsonl", "w") as f:
         for q in sample_questions:
-            row = {"id": q.id, "question": q.question, "answers": q.answers,
-                   "supporting_passage_ids": q.supporting_passage_ids, "hops": q.hops}
+            row = {
+                "id": q.id,
+                "question": q.question,
+                "answers": q.answers,
+                "supporting_passage_ids": q.supporting_passage_ids,
+                "hops": q.hops,
+            }
             f.write(json.dumps(row) + "\n")
     return tmp_path / "data"
 
 
 def test_bench_report_and_cache_reuse(mini_data, tmp_path, sample_questions):
     out = tmp_path / "r.json"
-    report = run_bench("popqa", ["dense", "bm25", "hybrid"], data_dir=mini_data, out=out,
-                       cache_dir=tmp_path / "cache", progress=False)
+    report = run_bench(
+        "popqa", ["dense", "bm25", "hybrid"], data_dir=mini_data, out=out, cache_dir=tmp_path / "cache", progress=False
+    )
     assert json.loads(out.read_text()) == report
     assert report["dataset"] == "popqa" and report["n_questions"] == len(sample_questions)
     assert report["corpus_size"] == 45 and report["index_reused"] is False
@@ -50,8 +56,9 @@ def test_bench_report_and_cache_reuse(mini_data, tmp_path, sample_questions):
     # the dense number is what the retriever gives question by question
     index = KnowledgeIndex.open(report["index_path"])
     dense = DenseRetriever(index)
-    expected = mean(recall_at_k(dense.retrieve(q.question, 5).passage_ids, q.supporting_passage_ids, 5)
-                    for q in sample_questions)
+    expected = mean(
+        recall_at_k(dense.retrieve(q.question, 5).passage_ids, q.supporting_passage_ids, 5) for q in sample_questions
+    )
     assert report["results"]["dense"]["recall@5"] == pytest.approx(expected, abs=1e-4)
 
     again = run_bench("popqa", ["dense"], data_dir=mini_data, cache_dir=tmp_path / "cache", progress=False)
@@ -78,8 +85,22 @@ def test_bench_rejects_unknown_names(mini_data, tmp_path):
 
 def test_cli_bench_index_ask(mini_data, tmp_path, capsys, sample_corpus):
     out = tmp_path / "cli.json"
-    rc = main(["bench", "--dataset", "popqa", "--retrievers", "bm25,dense", "--data-dir", str(mini_data),
-               "--cache-dir", str(tmp_path / "cache"), "--out", str(out), "--quiet"])
+    rc = main(
+        [
+            "bench",
+            "--dataset",
+            "popqa",
+            "--retrievers",
+            "bm25,dense",
+            "--data-dir",
+            str(mini_data),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--out",
+            str(out),
+            "--quiet",
+        ]
+    )
     assert rc == 0
     printed = capsys.readouterr().out
     assert "| bm25 |" in printed and "| dense |" in printed
@@ -88,8 +109,22 @@ def test_cli_bench_index_ask(mini_data, tmp_path, capsys, sample_corpus):
     corpus = mini_data / "popqa" / "corpus.jsonl"
     assert main(["index", "--corpus", str(corpus), "--out", str(tmp_path / "idx")]) == 0
     assert json.loads(capsys.readouterr().out)["counts"]["passages"] == len(sample_corpus)
-    assert main(["ask", "--index", str(tmp_path / "idx"), "--retriever", "bm25", "--json", "-k", "2",
-                 "Where was Wolfgang Amadeus Mozart born?"]) == 0
+    assert (
+        main(
+            [
+                "ask",
+                "--index",
+                str(tmp_path / "idx"),
+                "--retriever",
+                "bm25",
+                "--json",
+                "-k",
+                "2",
+                "Where was Wolfgang Amadeus Mozart born?",
+            ]
+        )
+        == 0
+    )
     ev = json.loads(capsys.readouterr().out)
     assert len(ev["passages"]) == 2 and ev["passages"][0]["passage"]["title"] == "Wolfgang Amadeus Mozart"
 
@@ -101,8 +136,22 @@ def test_cli_bench_index_ask(mini_data, tmp_path, capsys, sample_corpus):
 
 def test_cli_bench_and_ask_spreading_activation(mini_data, tmp_path, capsys):
     out = tmp_path / "act.json"
-    rc = main(["bench", "--dataset", "popqa", "--retrievers", "dense,activation,sa-rag,kg-infused",
-               "--data-dir", str(mini_data), "--cache-dir", str(tmp_path / "cache"), "--out", str(out), "--quiet"])
+    rc = main(
+        [
+            "bench",
+            "--dataset",
+            "popqa",
+            "--retrievers",
+            "dense,activation,sa-rag,kg-infused",
+            "--data-dir",
+            str(mini_data),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--out",
+            str(out),
+            "--quiet",
+        ]
+    )
     assert rc == 0
     report = json.loads(out.read_text())
     assert list(report["results"]) == ["dense", "activation", "sa-rag", "kg-infused"]
@@ -114,8 +163,23 @@ def test_cli_bench_and_ask_spreading_activation(mini_data, tmp_path, capsys):
 
     idx = next((tmp_path / "cache").glob("*-mentions"))
     pic = tmp_path / "act.html"
-    assert main(["ask", "--index", str(idx), "--retriever", "activation", "-k", "3", "--draw", str(pic),
-                 "Where was Wolfgang Amadeus Mozart born?"]) == 0
+    assert (
+        main(
+            [
+                "ask",
+                "--index",
+                str(idx),
+                "--retriever",
+                "activation",
+                "-k",
+                "3",
+                "--draw",
+                str(pic),
+                "Where was Wolfgang Amadeus Mozart born?",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr()
     assert "Wolfgang Amadeus Mozart" in printed.out and "fact" in printed.out
     assert "activated entities" in printed.err and "Activated subgraph (activation)" in pic.read_text()

@@ -115,9 +115,7 @@ def test_save_load_roundtrip(graph, tmp_path):
     assert [e.to_dict() for e in back.entities()] == [e.to_dict() for e in graph.entities()]
     assert back.passages_of("warsaw") == ["p1", "p2"]
     assert back.k_hop(["curie"], 2) == graph.k_hop(["curie"], 2)
-    np.testing.assert_allclose(
-        back.personalized_pagerank({"paris": 1.0}), graph.personalized_pagerank({"paris": 1.0})
-    )
+    np.testing.assert_allclose(back.personalized_pagerank({"paris": 1.0}), graph.personalized_pagerank({"paris": 1.0}))
 
 
 def test_load_reports_missing_and_corrupt_files(graph, tmp_path):

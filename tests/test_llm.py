@@ -58,9 +58,7 @@ class FakeOpenAIServer:
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 with outer._lock:
-                    outer.requests.append(
-                        {"path": self.path, "headers": dict(self.headers), "body": json.loads(raw)}
-                    )
+                    outer.requests.append({"path": self.path, "headers": dict(self.headers), "body": json.loads(raw)})
                     behaviour = outer.behaviours.popleft() if outer.behaviours else ("unscripted",)
                 if self.path != "/v1/chat/completions":
                     self._send(404, b'{"error": "not found"}')
@@ -100,9 +98,7 @@ class FakeOpenAIServer:
         self.httpd.daemon_threads = True
         self.httpd.block_on_close = False
         self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
     def script(self, *behaviours: tuple[Any, ...]) -> None:
         self.behaviours.extend(behaviours)
@@ -258,9 +254,7 @@ def test_connection_error_is_retried_then_raises(monkeypatch: pytest.MonkeyPatch
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    llm = OpenAICompatibleLLM(
-        base_url=f"http://127.0.0.1:{port}/v1", model="m", max_retries=1, **FAST
-    )
+    llm = OpenAICompatibleLLM(base_url=f"http://127.0.0.1:{port}/v1", model="m", max_retries=1, **FAST)
     with pytest.raises(LLMResponseError) as info:
         llm.complete("q")
     assert "2 attempt" in str(info.value)

@@ -47,7 +47,8 @@ Choices where the paper's parts are not available here or the released code is u
   subgraph; candidates are pooled and de-duplicated before ranking. ``chain_beam=0`` restores
   the paper's pipeline exactly.
 - **Answers.** LLM-free: the end entities of the top paths in rank order (KGQA); on corpus graphs
-  the passages linked to path entities, then dense hits. With an LLM: the paper's reasoning
+  the passages linked to entities of the top paths (the first ``passage_pool``, best paths
+  and end entities first), ordered by cosine with the question, then dense hits. With an LLM: the paper's reasoning
   prompt over the top paths, first line of the reply (§2 step 8).
 """
 
@@ -245,6 +246,7 @@ class FRAGRetriever(Retriever):
             probable relation chains (chain-guided completion, see the module docstring); 0 = off.
         reranker: optional ``(query, texts) -> scores`` cross-encoder for relations and paths.
         max_candidates: cap on enumerated paths per question (hub entities); the cap is reported.
+        passage_pool: corpus graphs: passages of path entities considered before the cosine cut.
     """
 
     name = "frag"
@@ -269,6 +271,7 @@ class FRAGRetriever(Retriever):
         rerank_pool: int = 256,
         max_candidates: int = 200_000,
         link_threshold: float = 0.85,
+        passage_pool: int = 50,
     ) -> None:
         from ..index.build.linking import NameIndex
 
@@ -304,6 +307,7 @@ class FRAGRetriever(Retriever):
         self.rerank_pool = rerank_pool
         self.max_candidates = max_candidates
         self.link_threshold = link_threshold
+        self.passage_pool = passage_pool
         self._pg = _PathGraph(index.graph, inverse)
         self._names = NameIndex.from_graph(index.graph)
         self._relations = index.graph.relations
@@ -705,26 +709,33 @@ class FRAGRetriever(Retriever):
         return Evidence(query, passages, facts, trace)
 
     def _passages(self, query: str, paths: list[Path], k: int, trace: dict[str, Any]) -> list[ScoredPassage]:
-        """Passages linked to path entities (end entity first, best paths first), then dense hits."""
+        """Corpus graphs: the passages linked to the entities of the top paths (best paths first,
+        end entity first, at most ``passage_pool``), ordered by cosine with the question; dense
+        hits fill up to ``k`` (scored below every path passage)."""
         store = self.index.passages
         if not len(store):
             return []
-        out: dict[str, float] = {}
-        for rank, p in enumerate(paths):
+        pool: list[str] = []
+        seen: set[str] = set()
+        for p in paths:
             for eid in reversed(p.nodes):
                 for pid in self.graph.passages_of(eid):
-                    if pid in store and pid not in out and len(out) < k:
-                        out[pid] = 1.0 / (1 + rank)
-                if len(out) >= k:
-                    break
-            if len(out) >= k:
-                break
+                    if pid in store and pid not in seen and len(pool) < self.passage_pool:
+                        seen.add(pid)
+                        pool.append(pid)
+        qv = self.index.embed_query(query)
+        out: dict[str, float] = {}
+        if pool:
+            pos = np.array([store.position(pid) for pid in pool])
+            cos = store.vectors[pos] @ np.asarray(qv, dtype=np.float32)
+            for i in np.argsort(-cos, kind="stable")[:k]:
+                out[pool[int(i)]] = 1.0 + float(cos[i])
         trace["passages_from_paths"] = len(out)
         if len(out) < k:
-            for psg, s in store.dense_search(self.index.embed_query(query), k):
+            for psg, sc in store.dense_search(qv, k):
                 if psg.id not in out and len(out) < k:
-                    out[psg.id] = float(s) * 1e-3
-        return [ScoredPassage(store.get(pid), s) for pid, s in out.items()]
+                    out[psg.id] = float(sc)
+        return [ScoredPassage(store.get(pid), sc) for pid, sc in out.items()]
 
     # ------------------------------------------------------------------ answers
     def answer(self, question: str, *, evidence: Evidence | None = None) -> Answer:

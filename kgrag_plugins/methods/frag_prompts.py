@@ -10,14 +10,12 @@ PERSONA = (
 )
 
 REASONING = (
-    PERSONA
-    + "\n\nBased on the reasoning paths, please answer the given question.\n\n"
+    PERSONA + "\n\nBased on the reasoning paths, please answer the given question.\n\n"
     "Reasoning Paths:\n{paths}\n\nQuestion:\n{question}\n\n## Output:\n"
 )
 
 HOP_ESTIMATION = (
-    PERSONA
-    + "\n\nBased on the reasoning paths, please extract the correct reasoning path that answers the "
+    PERSONA + "\n\nBased on the reasoning paths, please extract the correct reasoning path that answers the "
     "given question. Copy the path exactly as it is written. If none of the paths answers the "
     "question, reply NO.\n\nReasoning Paths:\n{paths}\n\nQuestion:\n{question}\n\n## Output:\n"
 )

@@ -164,19 +164,22 @@ class HopClassifier:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp.npz")
         name = getattr(self._embedder(), "name", type(self._embedder()).__name__)
-        np.savez(
-            tmp,
-            weights=self.weights,
-            bias=self.bias,
-            mean=self._mean,
-            std=self._std,
-            delta=self.delta,
-            l2=self.l2,
-            X=self._X,
-            y=self._y,
-            embedder=np.array(name),
-        )
-        os.replace(tmp, path)
+        try:
+            np.savez(
+                tmp,
+                weights=self.weights,
+                bias=self.bias,
+                mean=self._mean,
+                std=self._std,
+                delta=self.delta,
+                l2=self.l2,
+                X=self._X,
+                y=self._y,
+                embedder=np.array(name),
+            )
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
         return path
 
     @classmethod

@@ -46,7 +46,7 @@ def relation_query(question: str, topic_names: Iterable[str] = ()) -> str:
     text = _BRACKET.sub("it", question)
     for name in topic_names:
         if len(name) > 2:
-            text = re.sub(re.escape(name), "it", text, flags=re.I)
+            text = re.sub(rf"(?<!\w){re.escape(name)}(?!\w)", "it", text, flags=re.I)
     return " ".join(text.split())
 
 
@@ -180,6 +180,8 @@ class PathRanker:
 
     def predict(self, queries: Sequence[str]) -> list[Chain]:
         """The most likely chain per query."""
+        if self.weights is None or self.bias is None:
+            raise ValueError("the path ranker is not trained (fit() or PathRanker.load())")
         X = np.asarray(self._embedder().embed(list(queries), progress=False), dtype=np.float32)
         return [self.chains[int(i)] for i in (X @ self.weights + self.bias).argmax(axis=1)]
 
@@ -192,15 +194,18 @@ class PathRanker:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp.npz")
         name = getattr(self._embedder(), "name", type(self._embedder()).__name__)
-        np.savez(
-            tmp,
-            weights=self.weights,
-            bias=self.bias,
-            l2=self.l2,
-            chains=np.array(json.dumps([list(c) for c in self.chains])),
-            embedder=np.array(name),
-        )
-        os.replace(tmp, path)
+        try:
+            np.savez(
+                tmp,
+                weights=self.weights,
+                bias=self.bias,
+                l2=self.l2,
+                chains=np.array(json.dumps([list(c) for c in self.chains])),
+                embedder=np.array(name),
+            )
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
         return path
 
     @classmethod

@@ -9,6 +9,7 @@ report gives accuracy and macro-F1 per dataset on the held-out part.
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -30,6 +31,10 @@ def _macro_f1(gold: Sequence[int], pred: Sequence[int]) -> float:
     return float(np.mean(scores))
 
 
+def _plain(question: str) -> str:
+    return re.sub(r"\[([^\[\]]+)\]", r"\1", question)
+
+
 def _sample(questions: list[Question], limit: int, rng: random.Random) -> list[Question]:
     by: dict[int, list[Question]] = {}
     for q in questions:
@@ -48,30 +53,40 @@ def train_hop_classifier(
     limit: int = 2000,
     holdout: float = 0.3,
     embedder: Any = None,
+    test_only: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Train on the train parts of ``datasets``, evaluate on their held-out parts, save to ``out``."""
+    """Train on the train parts of ``datasets``, evaluate on their held-out parts, save to ``out``.
+
+    ``test_only`` datasets are evaluated on a sample of ``limit`` questions and never trained on
+    (cross-dataset generalisation, e.g. train without MuSiQue, test on MuSiQue). MetaQA's
+    ``[bracketed]`` topic marks are removed, as :class:`~kgrag_plugins.methods.frag.FRAGRetriever`
+    removes them before routing."""
     if not 0 < holdout < 1:
         raise ValueError(f"holdout must be in (0, 1), got {holdout}")
     rng = random.Random(0)
     train: list[Question] = []
     tests: dict[str, list[Question]] = {}
-    for name in datasets:
+    overlap = set(datasets) & set(test_only)
+    if overlap:
+        raise ValueError(f"{sorted(overlap)} cannot be both trained on and test-only")
+    for name in list(datasets) + list(test_only):
         qs = [q for q in load_dataset(name, data_dir=data_dir).questions if q.hops]
         if not qs:
             raise ValueError(f"dataset {name!r} has no hop-labelled questions")
         qs = _sample(qs, limit, rng)
-        cut = int(round(len(qs) * (1 - holdout)))
+        cut = 0 if name in test_only else int(round(len(qs) * (1 - holdout)))
         train += qs[:cut]
         tests[name] = qs[cut:]
-    clf = HopClassifier(embedder).fit([q.question for q in train], [int(q.hops) for q in train])
+    clf = HopClassifier(embedder).fit([_plain(q.question) for q in train], [int(q.hops) for q in train])
     report: dict[str, Any] = {"delta": clf.delta, "n_train": len(train), "held_out": {}}
     for name, qs in tests.items():
         if not qs:
             continue
         gold = [int(int(q.hops) > clf.delta) for q in qs]
-        pred = [int(p == COMPLEX) for p in clf.predict([q.question for q in qs])]
+        pred = [int(p == COMPLEX) for p in clf.predict([_plain(q.question) for q in qs])]
         report["held_out"][name] = {
             "n": len(qs),
+            "trained_on": name not in test_only,
             "complex_share": round(float(np.mean(gold)), 3),
             "accuracy": round(float(np.mean([g == p for g, p in zip(gold, pred)])), 4),
             "macro_f1": round(_macro_f1(gold, pred), 4),
