@@ -79,6 +79,8 @@ __all__ = ["FRAGRetriever", "heuristic_route", "count_hops", "RouteName"]
 RouteName = Literal["simple", "complex"]
 Reranker = Callable[[str, Sequence[str]], Sequence[float]]
 
+#: Most distinct relation chains per question scored by embedding their verbalisation.
+MAX_CHAIN_TEXTS = 256
 #: Largest graph whose entity vectors FRAG computes on the fly for embedding-based linking.
 EMBED_LINK_MAX_ENTITIES = 5000
 _BRACKET = re.compile(r"\[([^\[\]]+)\]")
@@ -389,12 +391,6 @@ class FRAGRetriever(Retriever):
     def _embed(self, texts: list[str]) -> np.ndarray:
         return np.asarray(self.index.embedder.embed(texts, progress=False), dtype=np.float32)
 
-    def _text_scores(self, qv: np.ndarray, query: str, texts: list[str]) -> np.ndarray:
-        if self.reranker is not None:
-            return np.asarray(self.reranker(query, texts), dtype=np.float64)
-        vecs, _ = self._cache.vectors(texts, self._embed)
-        return vecs @ qv
-
     def relation_query(self, question: str, topic_ids: Sequence[str]) -> str:
         """The text compared with relation chains (:func:`~kgrag_plugins.methods.path_ranker.relation_query`)."""
         return relation_query(question, [self.graph.name_of(e) for e in topic_ids])
@@ -491,8 +487,11 @@ class FRAGRetriever(Retriever):
         trace["relations"] = int(len(present))
         if len(present) <= self.max_relations:
             return in_s
-        texts = [_humanise(self._relations[int(r)]) for r in present]
-        scores = self._text_scores(qv, query, texts)
+        if self.reranker is not None:
+            names = [_humanise(self._relations[int(r)]) for r in present]
+            scores = np.asarray(self.reranker(query, names), dtype=np.float64)
+        else:  # the index's relation vectors: embedded once per vocabulary, stored with the index
+            scores = self.index.relation_vectors[present] @ qv
         kept = present[np.argsort(-scores, kind="stable")[: self.max_relations]]
         ok = np.isin(base, kept)
         nodes = np.union1d(np.union1d(keep[owner[ok]], self._pg.dst[pos[ok]]), seeds)
@@ -641,11 +640,10 @@ class FRAGRetriever(Retriever):
 
     def _chain_scores(self, chains: np.ndarray, qv: np.ndarray, n: int, inverse: np.ndarray) -> np.ndarray:
         """Score per unique chain: the path ranker's log-probability when one is set (chains it
-        has not seen rank below all known ones, by bi-encoder cosine), else the cosine between
-        the relation query and the verbalised chain."""
+        has not seen rank below all known ones, by bi-encoder cosine), else the bi-encoder
+        cosine (:meth:`_zero_shot`)."""
         if self.path_ranker is None:
-            vecs, _ = self._cache.vectors([self._chain_text(c) for c in chains], self._embed)
-            return (vecs @ qv).astype(np.float64)
+            return self._zero_shot(chains, qv)
         R = self._pg.R
         keys = [chain_key([self._relations[r % R] for r in c if r >= 0], [r >= R for r in c if r >= 0]) for c in chains]
         scores = self.path_ranker.score(qv, keys)
@@ -653,11 +651,23 @@ class FRAGRetriever(Retriever):
         if unknown.any():
             known_paths = int(np.isin(inverse, np.flatnonzero(~unknown)).sum())
             if known_paths < self.max_paths:
-                vecs, _ = self._cache.vectors([self._chain_text(c) for c in chains[unknown]], self._embed)
-                scores[unknown] = -1e3 + vecs @ qv
+                scores[unknown] = -1e3 + self._zero_shot(chains[unknown], qv)
             else:
                 scores[unknown] = -1e4
         return scores
+
+    def _zero_shot(self, chains: np.ndarray, qv: np.ndarray) -> np.ndarray:
+        """Cosine between the relation query and each verbalised chain (vectors cached across
+        questions). Above ``MAX_CHAIN_TEXTS`` distinct chains (corpus graphs, whose relations are
+        phrases), the mean cosine of the chain's relations (the index's relation vectors), so a
+        question never embeds thousands of texts."""
+        if len(chains) <= MAX_CHAIN_TEXTS:
+            vecs, _ = self._cache.vectors([self._chain_text(c) for c in chains], self._embed)
+            return (vecs @ qv).astype(np.float64)
+        rel_cos = self.index.relation_vectors @ qv
+        valid = chains >= 0
+        per = np.where(valid, rel_cos[np.where(valid, chains % self._pg.R, 0)], 0.0)
+        return per.sum(axis=1) / np.maximum(valid.sum(axis=1), 1)
 
     def _verbalise(self, cands: _Candidates, i: int) -> Path:
         ids = self._ids
