@@ -17,6 +17,7 @@ from collections import Counter
 import networkx as nx
 import numpy as np
 import pytest
+from movie_kg import movie_triples
 
 from kgrag_plugins.cli import main
 from kgrag_plugins.eval import kgqa
@@ -62,14 +63,7 @@ MOVIES = [
 
 
 def _triples() -> list[tuple[str, str, str]]:
-    out = []
-    for film, director, actors, writers, year, genres, language in MOVIES:
-        out.append((film, "directed_by", director))
-        out += [(film, "starred_actors", a) for a in actors]
-        out += [(film, "written_by", w) for w in writers]
-        out.append((film, "release_year", year))
-        out += [(film, "has_genre", g) for g in genres]
-        out.append((film, "in_language", language))
+    out = movie_triples(MOVIES)
     return out
 
 

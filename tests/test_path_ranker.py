@@ -30,6 +30,7 @@ import os
 
 import numpy as np
 import pytest
+from movie_kg import movie_triples
 
 from kgrag_plugins.eval.datasets import Question
 from kgrag_plugins.index.graph import KnowledgeGraph
@@ -83,14 +84,7 @@ MOVIES = [
 
 
 def _triples() -> list[tuple[str, str, str]]:
-    out = []
-    for film, director, actors, writers, year, genres, language in MOVIES:
-        out.append((film, "directed_by", director))
-        out += [(film, "starred_actors", a) for a in actors]
-        out += [(film, "written_by", w) for w in writers]
-        out.append((film, "release_year", year))
-        out += [(film, "has_genre", g) for g in genres]
-        out.append((film, "in_language", language))
+    out = movie_triples(MOVIES)
     out.append(("Lone Film", "directed_by", "Nobody"))  # a separate component
     return out
 

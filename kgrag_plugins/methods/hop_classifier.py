@@ -20,15 +20,14 @@ atomically.
 
 from __future__ import annotations
 
-import os
 import re
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from ..models.embed import Embedder, default_embedder
+from ..models.persist import load_npz, save_npz
 
 SIMPLE, COMPLEX = "simple", "complex"
 _WORD = re.compile(r"[A-Za-z0-9']+")
@@ -168,47 +167,32 @@ class HopClassifier:
         """Write the trained head (and its training features, for adapt) atomically to ``path``."""
         if self.weights is None:
             raise ValueError("nothing to save: the classifier is not trained")
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp.npz")
-        name = getattr(self._embedder(), "name", type(self._embedder()).__name__)
-        try:
-            np.savez(
-                tmp,
-                weights=self.weights,
-                bias=self.bias,
-                mean=self._mean,
-                std=self._std,
-                delta=self.delta,
-                l2=self.l2,
-                X=self._X,
-                y=self._y,
-                embedder=np.array(name),
-                features_version=FEATURES_VERSION,
-            )
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
-        return path
+        return save_npz(
+            path,
+            self._embedder(),
+            weights=self.weights,
+            bias=self.bias,
+            mean=self._mean,
+            std=self._std,
+            delta=self.delta,
+            l2=self.l2,
+            X=self._X,
+            y=self._y,
+            features_version=FEATURES_VERSION,
+        )
 
     @classmethod
     def load(cls, path: str | Path, embedder: Embedder | None = None) -> "HopClassifier":
         """Load a saved classifier; the embedder must be the one it was trained with."""
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"no hop classifier at {path}")
-        with np.load(path, allow_pickle=False) as d:
-            clf = cls(embedder, delta=int(d["delta"]), l2=float(d["l2"]))
-            trained_with = str(d["embedder"])
-            used = getattr(clf._embedder(), "name", type(clf._embedder()).__name__)
-            if used != trained_with:
-                raise ValueError(f"{path} was trained with embedder {trained_with!r}, not {used!r}")
-            version = int(d["features_version"]) if "features_version" in d.files else 1
-            if version != FEATURES_VERSION:
-                raise ValueError(
-                    f"{path} uses hop-classifier features v{version}, this library v{FEATURES_VERSION}: "
-                    "retrain it with `kgrag train hop-classifier`"
-                )
-            clf.weights, clf.bias = d["weights"], float(d["bias"])
-            clf._mean, clf._std, clf._X, clf._y = d["mean"], d["std"], d["X"], d["y"]
+        clf = cls(embedder)
+        d = load_npz(path, clf._embedder(), "hop classifier")
+        version = int(d["features_version"]) if "features_version" in d else 1
+        if version != FEATURES_VERSION:
+            raise ValueError(
+                f"{path} uses hop-classifier features v{version}, this library v{FEATURES_VERSION}: "
+                "retrain it with `kgrag train hop-classifier`"
+            )
+        clf.delta, clf.l2 = int(d["delta"]), float(d["l2"])
+        clf.weights, clf.bias = d["weights"], float(d["bias"])
+        clf._mean, clf._std, clf._X, clf._y = d["mean"], d["std"], d["X"], d["y"]
         return clf

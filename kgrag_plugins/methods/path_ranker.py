@@ -24,9 +24,7 @@ Save/load is one ``.npz`` file (atomic), tied to the embedder and to the KG's re
 from __future__ import annotations
 
 import json
-import os
 import re
-import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..models.embed import Embedder, default_embedder
+from ..models.persist import load_npz, save_npz
 
 Chain = tuple[str, ...]
 INVERSE_PREFIX = "~"
@@ -190,37 +189,22 @@ class PathRanker:
         """Write the ranker atomically to ``path`` (``.npz``)."""
         if self.weights is None:
             raise ValueError("nothing to save: the path ranker is not trained")
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp.npz")
-        name = getattr(self._embedder(), "name", type(self._embedder()).__name__)
-        try:
-            np.savez(
-                tmp,
-                weights=self.weights,
-                bias=self.bias,
-                l2=self.l2,
-                chains=np.array(json.dumps([list(c) for c in self.chains])),
-                embedder=np.array(name),
-            )
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
-        return path
+        return save_npz(
+            path,
+            self._embedder(),
+            weights=self.weights,
+            bias=self.bias,
+            l2=self.l2,
+            chains=np.array(json.dumps([list(c) for c in self.chains])),
+        )
 
     @classmethod
     def load(cls, path: str | Path, embedder: Embedder | None = None) -> "PathRanker":
         """Load a saved ranker; the embedder must be the one it was trained with."""
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"no path ranker at {path}")
-        with np.load(path, allow_pickle=False) as d:
-            r = cls(embedder, l2=float(d["l2"]))
-            trained_with = str(d["embedder"])
-            used = getattr(r._embedder(), "name", type(r._embedder()).__name__)
-            if used != trained_with:
-                raise ValueError(f"{path} was trained with embedder {trained_with!r}, not {used!r}")
-            r.weights, r.bias = d["weights"], d["bias"]
-            r.chains = [tuple(c) for c in json.loads(str(d["chains"]))]
-            r._index = {c: i for i, c in enumerate(r.chains)}
+        r = cls(embedder)
+        d = load_npz(path, r._embedder(), "path ranker")
+        r.l2 = float(d["l2"])
+        r.weights, r.bias = d["weights"], d["bias"]
+        r.chains = [tuple(c) for c in json.loads(str(d["chains"]))]
+        r._index = {c: i for i, c in enumerate(r.chains)}
         return r
