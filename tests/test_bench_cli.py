@@ -191,6 +191,9 @@ def test_demo_end_to_end_offline(capsys, sample_questions):
     for q in sample_questions:
         assert q.question in out
     assert "Mean recall@3" in out and "[hybrid]" in out and "answer (" not in out
+    # FRAG on the bundled curated KG: every KGQA question with its route and an inverse-aware path
+    assert "FRAG on the bundled curated KG" in out and "route: complex" in out and "route: simple" in out
+    assert "<- located_on_river <-" in out and "FRAG hits@1 on the sample KG: " in out
 
 
 def test_demo_generates_answers_with_an_llm(sample_questions):
@@ -202,8 +205,11 @@ def test_demo_generates_answers_with_an_llm(sample_questions):
     assert len(llm.calls) == len(sample_questions)
     prompt = llm.calls[0]["messages"][-1]["content"]
     assert sample_questions[0].question in prompt and "[1] " in prompt
-    assert set(summary) == {"dense", "bm25", "hybrid", "ppr", "activation", "sa-rag", "kg-infused"}
+    assert set(summary) == {"dense", "bm25", "hybrid", "ppr", "activation", "sa-rag", "kg-infused", "frag"} | {
+        "frag-kgqa-hits@1"
+    }
     assert summary["hybrid"] >= 0.5 and summary["activation"] >= summary["ppr"]
+    assert summary["frag-kgqa-hits@1"] >= 4 / 7  # zero-shot FRAG answers most sample KGQA questions
 
 
 def test_bench_on_real_data(data_dir, tmp_path):

@@ -81,6 +81,8 @@ Reranker = Callable[[str, Sequence[str]], Sequence[float]]
 
 #: Most distinct relation chains per question scored by embedding their verbalisation.
 MAX_CHAIN_TEXTS = 256
+#: Largest relation vocabulary for which chains are embedded as texts (curated KGs).
+MAX_CHAIN_TEXT_RELATIONS = 1000
 #: Largest graph whose entity vectors FRAG computes on the fly for embedding-based linking.
 EMBED_LINK_MAX_ENTITIES = 5000
 _BRACKET = re.compile(r"\[([^\[\]]+)\]")
@@ -658,10 +660,11 @@ class FRAGRetriever(Retriever):
 
     def _zero_shot(self, chains: np.ndarray, qv: np.ndarray) -> np.ndarray:
         """Cosine between the relation query and each verbalised chain (vectors cached across
-        questions). Above ``MAX_CHAIN_TEXTS`` distinct chains (corpus graphs, whose relations are
-        phrases), the mean cosine of the chain's relations (the index's relation vectors), so a
-        question never embeds thousands of texts."""
-        if len(chains) <= MAX_CHAIN_TEXTS:
+        questions). On graphs with more than ``MAX_CHAIN_TEXT_RELATIONS`` relations (corpus
+        graphs, whose relations are phrases, so chains rarely repeat) or above
+        ``MAX_CHAIN_TEXTS`` distinct chains: the mean cosine of the chain's relations (the
+        index's relation vectors), so a question never embeds many long texts."""
+        if len(chains) <= MAX_CHAIN_TEXTS and len(self._relations) <= MAX_CHAIN_TEXT_RELATIONS:
             vecs, _ = self._cache.vectors([self._chain_text(c) for c in chains], self._embed)
             return (vecs @ qv).astype(np.float64)
         rel_cos = self.index.relation_vectors @ qv
