@@ -23,7 +23,6 @@ by the heuristic, bi-encoder chain scores: nothing trained).
 from __future__ import annotations
 
 import random
-import re
 import time
 from collections import defaultdict
 from typing import Any, Sequence
@@ -33,7 +32,7 @@ from tqdm.auto import tqdm
 
 from ..index.store import KnowledgeIndex
 from ..methods.frag import FRAGRetriever
-from ..methods.hop_classifier import COMPLEX, HopClassifier
+from ..methods.hop_classifier import COMPLEX, HopClassifier, strip_topic_marks
 from .datasets import Dataset, Question
 from .metrics import hits_at_1, normalize_answer
 
@@ -170,7 +169,7 @@ def run_kgqa_bench(
         report["path_ranker"] = {**ranker_report, "seconds": round(time.perf_counter() - t, 2)}
         if "frag" in retrievers:
             t = time.perf_counter()
-            texts = [re.sub(r"\[([^\[\]]+)\]", r"\1", q.question) for q in train]  # as FRAG routes them
+            texts = [strip_topic_marks(q.question) for q in train]  # as FRAG routes them
             classifier = HopClassifier(index.embedder).fit(texts, [int(q.hops) for q in train])
             report["hop_classifier"] = {"train": len(train), "seconds": round(time.perf_counter() - t, 2)}
     for name in retrievers:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
@@ -450,7 +449,6 @@ def sa_route_after_retrieve(max_steps: int, *, done: str = "generate") -> Callab
 # --------------------------------------------------------------------------- FRAG / hop routing nodes
 
 _ROUTES = ("simple", "complex")
-_BRACKET = re.compile(r"\[([^\[\]]+)\]")
 _RouteFn = Callable[[str], "tuple[str, float | None, str]"]
 
 
@@ -469,7 +467,7 @@ def _check_route(route: Any, source: str) -> str:
 def _hop_router(classifier: Any, embedder: Embedder | None = None) -> _RouteFn:
     """``question -> (route, p_complex | None, by)`` for any accepted ``classifier`` (see make_route_node)."""
     from ..methods.frag import heuristic_route
-    from ..methods.hop_classifier import HopClassifier
+    from ..methods.hop_classifier import HopClassifier, strip_topic_marks
 
     if classifier is None:
         return lambda q: (heuristic_route(q), None, "heuristic")
@@ -479,7 +477,7 @@ def _hop_router(classifier: Any, embedder: Embedder | None = None) -> _RouteFn:
         frag = classifier
         by = "mode" if frag.mode != "auto" else ("classifier" if frag.classifier is not None else "heuristic")
         return lambda q: (*frag.route(q), by)
-    plain = lambda q: _BRACKET.sub(r"\1", q)  # noqa: E731  (as FRAGRetriever.route feeds its classifier)
+    plain = strip_topic_marks  # as FRAGRetriever.route feeds its classifier
     if callable(getattr(classifier, "predict_proba", None)):
 
         def by_proba(q: str) -> tuple[str, float | None, str]:

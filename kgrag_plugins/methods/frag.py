@@ -72,7 +72,7 @@ from ..types import Answer, Evidence, Fact, Path, ScoredPassage
 from .activation import TextVectorCache
 from .base import Retriever
 from .frag_prompts import MAX_TOKENS, STOP, hop_estimation_prompt, reasoning_prompt
-from .hop_classifier import COMPLEX, SIMPLE, HopClassifier
+from .hop_classifier import COMPLEX, SIMPLE, TOPIC_MARK, HopClassifier, strip_topic_marks
 from .path_ranker import PathRanker, chain_key, relation_query
 
 __all__ = ["FRAGRetriever", "heuristic_route", "count_hops", "RouteName"]
@@ -86,7 +86,6 @@ MAX_CHAIN_TEXTS = 256
 MAX_CHAIN_TEXT_RELATIONS = 1000
 #: Largest graph whose entity vectors FRAG computes on the fly for embedding-based linking.
 EMBED_LINK_MAX_ENTITIES = 5000
-_BRACKET = re.compile(r"\[([^\[\]]+)\]")
 _CVT = re.compile(r"^[mg]\.[0-9a-z_]+$")
 _RELATIVE = re.compile(r"\b(?:that|which|who|whom|whose|where|when)\b", re.I)
 _CHAIN_CUES = re.compile(
@@ -100,7 +99,7 @@ def heuristic_route(question: str) -> RouteName:
     """LLM-free, training-free router (METHODS.md §2(e)): ``"complex"`` when the question strings
     together at least three relational cues (relative pronouns, possessives, "of the", "by",
     "share"/"same"/"also"), else ``"simple"``."""
-    body = _BRACKET.sub(" X ", question)
+    body = TOPIC_MARK.sub(" X ", question)
     cues = len(_RELATIVE.findall(body)) + len(_CHAIN_CUES.findall(body))
     return COMPLEX if cues >= 3 else SIMPLE
 
@@ -336,7 +335,7 @@ class FRAGRetriever(Retriever):
             return self.mode, None  # type: ignore[return-value]
         if self.classifier is None:
             return heuristic_route(question), None
-        p = float(self.classifier.predict_proba([_BRACKET.sub(r"\1", question)])[0])
+        p = float(self.classifier.predict_proba([strip_topic_marks(question)])[0])
         return (COMPLEX if p >= 0.5 else SIMPLE), p
 
     # ------------------------------------------------------------------ linking
@@ -348,7 +347,7 @@ class FRAGRetriever(Retriever):
         from ..index.build.linking import link_question, name_key
 
         unknown: list[str] = []
-        spans = _BRACKET.findall(question)
+        spans = TOPIC_MARK.findall(question)
         if spans:  # the user named the topic: never link other words of the question instead
             ids = []
             for s in spans:
@@ -765,7 +764,7 @@ class FRAGRetriever(Retriever):
             return Answer(question, fallback, ev, {**meta, "llm": False})
         try:
             reply = self.llm.complete(
-                reasoning_prompt(_BRACKET.sub(r"\1", question), paths),
+                reasoning_prompt(strip_topic_marks(question), paths),
                 stop=STOP,
                 max_tokens=MAX_TOKENS,
                 temperature=0.01,
@@ -798,9 +797,9 @@ class FRAGRetriever(Retriever):
         labelled_q, labels = [], []
         for q in sample:
             ev = self.retrieve(q, k=1)
-            hops = self.estimate_hops(_BRACKET.sub(r"\1", q), [f.text for f in ev.facts])
+            hops = self.estimate_hops(strip_topic_marks(q), [f.text for f in ev.facts])
             if hops is not None:
-                labelled_q.append(_BRACKET.sub(r"\1", q))
+                labelled_q.append(strip_topic_marks(q))
                 labels.append(hops)
         if labelled_q:
             self.classifier.adapt(labelled_q, labels)

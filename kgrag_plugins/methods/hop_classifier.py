@@ -48,6 +48,15 @@ _CUES = {
 FEATURES_VERSION = 2
 
 
+#: A ``[bracketed]`` topic-entity mark (MetaQA's convention), group 1 = the entity name.
+TOPIC_MARK = re.compile(r"\[([^\[\]]+)\]")
+
+
+def strip_topic_marks(question: str) -> str:
+    """``"who directed [Big]"`` -> ``"who directed Big"``: what classifiers and prompts see."""
+    return TOPIC_MARK.sub(r"\1", question)
+
+
 def normalize_question(q: str) -> str:
     """FRAG's classifier input: first letter upper-cased, trailing "?" added if missing."""
     q = " ".join(q.split())

@@ -33,16 +33,16 @@ import numpy as np
 
 from ..models.embed import Embedder, default_embedder
 from ..models.persist import load_npz, save_npz
+from .hop_classifier import TOPIC_MARK
 
 Chain = tuple[str, ...]
 INVERSE_PREFIX = "~"
-_BRACKET = re.compile(r"\[([^\[\]]+)\]")
 
 
 def relation_query(question: str, topic_names: Iterable[str] = ()) -> str:
     """The text compared with relation chains: ``question`` with ``[bracketed]`` spans and the
     topic entities' names replaced by "it" (a name says nothing about which relations to follow)."""
-    text = _BRACKET.sub("it", question)
+    text = TOPIC_MARK.sub("it", question)
     for name in topic_names:
         if len(name) > 2:
             text = re.sub(rf"(?<!\w){re.escape(name)}(?!\w)", "it", text, flags=re.I)

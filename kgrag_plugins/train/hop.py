@@ -9,14 +9,13 @@ report gives accuracy and macro-F1 per dataset on the held-out part.
 from __future__ import annotations
 
 import random
-import re
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 from ..eval.datasets import Question, load_dataset
-from ..methods.hop_classifier import COMPLEX, HopClassifier
+from ..methods.hop_classifier import COMPLEX, HopClassifier, strip_topic_marks
 
 DEFAULT_DATASETS = ("metaqa", "musique", "2wikimultihopqa", "hotpotqa", "popqa")
 
@@ -29,10 +28,6 @@ def _macro_f1(gold: Sequence[int], pred: Sequence[int]) -> float:
         fn = sum(1 for g, p in zip(gold, pred) if g == c and p != c)
         scores.append(0.0 if tp == 0 else 2 * tp / (2 * tp + fp + fn))
     return float(np.mean(scores))
-
-
-def _plain(question: str) -> str:
-    return re.sub(r"\[([^\[\]]+)\]", r"\1", question)
 
 
 def _sample(questions: list[Question], limit: int, rng: random.Random) -> list[Question]:
@@ -77,13 +72,13 @@ def train_hop_classifier(
         cut = 0 if name in test_only else int(round(len(qs) * (1 - holdout)))
         train += qs[:cut]
         tests[name] = qs[cut:]
-    clf = HopClassifier(embedder).fit([_plain(q.question) for q in train], [int(q.hops) for q in train])
+    clf = HopClassifier(embedder).fit([strip_topic_marks(q.question) for q in train], [int(q.hops) for q in train])
     report: dict[str, Any] = {"delta": clf.delta, "n_train": len(train), "held_out": {}}
     for name, qs in tests.items():
         if not qs:
             continue
         gold = [int(int(q.hops) > clf.delta) for q in qs]
-        pred = [int(p == COMPLEX) for p in clf.predict([_plain(q.question) for q in qs])]
+        pred = [int(p == COMPLEX) for p in clf.predict([strip_topic_marks(q.question) for q in qs])]
         report["held_out"][name] = {
             "n": len(qs),
             "trained_on": name not in test_only,
