@@ -33,7 +33,7 @@ from ..methods.kg_infused import KGInfusedRetriever
 from ..methods.sa_rag import SARAGRetriever
 from ..models.embed import Embedder, default_embedder
 from .datasets import Dataset, load_dataset
-from .metrics import answer_recall_at_k, mean, recall_at_k
+from .metrics import answer_recall_at_k, mean, percentile, recall_at_k
 
 
 def _sa_rag(index: KnowledgeIndex, dataset: str | None = None) -> Retriever:
@@ -110,10 +110,6 @@ def dataset_index(
     return index, False
 
 
-def _percentile(values: Sequence[float], q: float) -> float:
-    return float(np.percentile(np.asarray(values, dtype=float), q)) if values else 0.0
-
-
 def evaluate_retriever(retriever: Retriever, dataset: Dataset, *, k: int = 5, progress: bool = True) -> dict[str, Any]:
     """Recall@2/@5, answer_recall@5 and latency of one retriever over a dataset's questions."""
     questions = dataset.questions
@@ -139,7 +135,7 @@ def evaluate_retriever(retriever: Retriever, dataset: Dataset, *, k: int = 5, pr
             answer_recall.append(answer_recall_at_k([sp.passage.text for sp in ev.passages], q.answers, 5))
     out: dict[str, Any] = {f"recall@{kk}": round(mean(v), 4) for kk, v in recalls.items()}
     out["answer_recall@5"] = round(mean(answer_recall), 4)
-    out["latency_ms"] = {"p50": round(_percentile(latencies, 50), 2), "p95": round(_percentile(latencies, 95), 2)}
+    out["latency_ms"] = {"p50": round(percentile(latencies, 50), 2), "p95": round(percentile(latencies, 95), 2)}
     out["n_scored"] = len(recalls[K_VALUES[0]])
     # methods without a top-k cut (SA-RAG's thresholds) may return fewer than k passages
     out["passages_returned_p50"] = float(np.median(returned)) if returned else 0.0

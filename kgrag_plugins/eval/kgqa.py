@@ -34,14 +34,10 @@ from ..index.store import KnowledgeIndex
 from ..methods.frag import FRAGRetriever
 from ..methods.hop_classifier import COMPLEX, HopClassifier, strip_topic_marks
 from .datasets import Dataset, Question
-from .metrics import hits_at_1, normalize_answer
+from .metrics import hits_at_1, normalize_answer, percentile
 
 KGQA_RETRIEVERS = ("frag", "frag-simple", "frag-complex", "frag-zeroshot")
 COVERAGE_K = 32
-
-
-def _percentile(values: Sequence[float], q: float) -> float:
-    return round(float(np.percentile(np.asarray(values, dtype=float), q)), 2) if values else 0.0
 
 
 def split_questions(
@@ -117,8 +113,8 @@ def _summarise(rows: list[dict[str, Any]], routed: bool) -> dict[str, Any]:
 
     res = block(rows)
     res["latency_ms"] = {
-        "p50": _percentile([r["ms"] for r in rows], 50),
-        "p95": _percentile([r["ms"] for r in rows], 95),
+        "p50": round(percentile([r["ms"] for r in rows], 50), 2),
+        "p95": round(percentile([r["ms"] for r in rows], 95), 2),
     }
     if routed:
         res["routing_accuracy"] = round(float(np.mean([r["route_ok"] for r in rows])), 4) if rows else 0.0

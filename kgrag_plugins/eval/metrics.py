@@ -30,6 +30,8 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+import numpy as np
+
 __all__ = [
     "normalize_answer",
     "exact_match",
@@ -190,6 +192,11 @@ def hits_at_1(prediction: str | Sequence[str], golds: str | list[str]) -> float:
             return 0.0
         top = str(preds[0])
     return accuracy(top, golds)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (numpy's linear interpolation); 0.0 for no values."""
+    return float(np.percentile(np.asarray(values, dtype=float), q)) if len(values) else 0.0
 
 
 def mean(values: Iterable[float]) -> float:

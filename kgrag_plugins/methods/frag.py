@@ -58,7 +58,7 @@ from __future__ import annotations
 import random
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path as FilePath
 from typing import Any, Callable, Literal
@@ -138,7 +138,6 @@ class _PathGraph:
         self.rel = rel[order].astype(np.int32)
         self.indptr = np.zeros(self.n + 1, dtype=np.int64)
         self.indptr[1:] = np.cumsum(np.bincount(src, minlength=self.n))
-        self._pt = None
 
     def gather(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Edge positions of all out-edges of ``nodes`` and, per edge, the index into ``nodes``."""
@@ -166,28 +165,6 @@ class _PathGraph:
             seen[nb] = True
             frontier = nb
         return np.flatnonzero(seen)
-
-    def ppr(self, seeds: np.ndarray, damping: float, max_iter: int = 100, tol: float = 1e-6) -> np.ndarray:
-        """Personalized PageRank over the walked edges (parallel edges add weight)."""
-        import scipy.sparse as sp
-
-        if self._pt is None:
-            src = np.repeat(np.arange(self.n), np.diff(self.indptr))
-            a = sp.csr_matrix((np.ones(len(src)), (src, self.dst)), shape=(self.n, self.n))
-            deg = np.asarray(a.sum(axis=1)).ravel()
-            inv = np.divide(1.0, deg, out=np.zeros_like(deg), where=deg > 0)
-            self._pt = ((sp.diags(inv) @ a).T.tocsr(), deg == 0)
-        pt, dangling = self._pt
-        s = np.zeros(self.n)
-        s[seeds] = 1.0 / len(seeds)
-        r = s.copy()
-        for _ in range(max_iter):
-            nxt = damping * (pt @ r + r[dangling].sum() * s) + (1 - damping) * s
-            done = np.abs(nxt - r).sum() < tol
-            r = nxt
-            if done:
-                break
-        return r
 
 
 @dataclass
@@ -437,7 +414,10 @@ class FRAGRetriever(Retriever):
         # 1-2. k-hop neighbourhood, PageRank top-n
         t = time.perf_counter()
         hood = self._pg.k_hop(seeds, k)
-        ppr = self._pg.ppr(seeds, self.damping)
+        # the graph's own PageRank: parallel edges add weight; walked both ways when ``inverse``
+        ppr = self.graph.personalized_pagerank(
+            dict.fromkeys(topics, 1.0), damping=self.damping, directed=not self._pg.inverse, tol=1e-6
+        )
         if len(hood) > self.max_nodes:
             keep = np.union1d(hood[np.argsort(-ppr[hood], kind="stable")[: self.max_nodes]], seeds)
         else:
@@ -625,14 +605,15 @@ class FRAGRetriever(Retriever):
             return []
         chains, inverse = np.unique(cands.rels, axis=0, return_inverse=True)
         inverse = np.asarray(inverse).ravel()
-        chain_scores = self._chain_scores(chains, qv, len(cands), inverse)
+        chain_scores = self._chain_scores(chains, qv, inverse)
         score = chain_scores[inverse]
         ends = cands.ends()
         tie = ppr[ends]
         order = np.lexsort((ends, -tie, -score))
         if self.reranker is not None:
             pool = order[: self.rerank_pool]
-            strings = [self._verbalise(cands, int(i)).verbalize(self._name_map(cands, int(i))) for i in pool]
+            paths = [self._verbalise(cands, int(i)) for i in pool]
+            strings = [p.verbalize(self._name_map(p.nodes)) for p in paths]
             rs = np.asarray(self.reranker(query, strings), dtype=np.float64)
             order = pool[np.argsort(-rs, kind="stable")]
             score = score.copy()
@@ -644,7 +625,7 @@ class FRAGRetriever(Retriever):
             out.append(p)
         return out
 
-    def _chain_scores(self, chains: np.ndarray, qv: np.ndarray, n: int, inverse: np.ndarray) -> np.ndarray:
+    def _chain_scores(self, chains: np.ndarray, qv: np.ndarray, inverse: np.ndarray) -> np.ndarray:
         """Score per unique chain: the path ranker's log-probability when one is set (chains it
         has not seen rank below all known ones, by bi-encoder cosine), else the bi-encoder
         cosine (:meth:`_zero_shot`)."""
@@ -684,9 +665,9 @@ class FRAGRetriever(Retriever):
         R = self._pg.R
         return Path(nodes=nodes, relations=[self._relations[r % R] for r in rels], inverse=[r >= R for r in rels])
 
-    def _name_map(self, cands: _Candidates, i: int) -> dict[str, str]:
-        ids = self._ids
-        return {ids[int(n)]: self.graph.name_of(ids[int(n)]) for n in cands.nodes[i] if n >= 0}
+    def _name_map(self, entity_ids: Iterable[str]) -> dict[str, str]:
+        """Names of the given entities only (not the whole graph's: this is per question)."""
+        return {e: self.graph.name_of(e) for e in entity_ids}
 
     def _end_names(self, paths: list[Path]) -> list[str]:
         return list(dict.fromkeys(self.graph.name_of(p.nodes[-1]) for p in paths))
@@ -704,9 +685,8 @@ class FRAGRetriever(Retriever):
         ``route`` forces a pipeline (the LangGraph router's nodes use it)."""
         if route is not None and route not in (SIMPLE, COMPLEX):
             raise ValueError(f"route must be 'simple' or 'complex', got {route!r}")
-        query = question
         paths, trace = self.paths(question, route=route, topic_entities=topic_entities)
-        names = self.graph.names() if len(paths) else {}
+        names = self._name_map(n for p in paths for n in p.nodes)
         facts = [
             Fact(
                 p.verbalize(names),
@@ -722,8 +702,8 @@ class FRAGRetriever(Retriever):
             )
             for p in paths
         ]
-        passages = self._passages(query, paths, k, trace)
-        return Evidence(query, passages, facts, trace)
+        passages = self._passages(question, paths, k, trace)
+        return Evidence(question, passages, facts, trace)
 
     def _passages(self, query: str, paths: list[Path], k: int, trace: dict[str, Any]) -> list[ScoredPassage]:
         """Corpus graphs: the passages linked to the entities of the top paths (best paths first,
