@@ -1,4 +1,5 @@
-# One-command setup: `make demo` and `make test` create .venv and install into it when needed.
+# One-command setup: `make demo` and `make test` create .venv and install into it when needed
+# (torch's CPU wheel first, then the package with every extra the demo and tests use: .[all,dev]).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -14,7 +15,7 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[all,dev]'
 	touch $(STAMP)
 
 install: $(STAMP)

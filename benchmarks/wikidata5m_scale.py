@@ -1,4 +1,4 @@
-"""Wikidata5M-scale load benchmark for ``kgrag_plugins.index.load`` (synthetic data, offline).
+"""Wikidata5M-scale load benchmark for ``kgrag_plugins.index.importers`` (synthetic data, offline).
 
 ``generate(dir)`` writes a synthetic KG in the Wikidata5M release format (``wikidata5m_entity.txt``,
 ``wikidata5m_relation.txt``, ``wikidata5m_all_triplet.txt``, ``wikidata5m_text.txt``) at the release's
@@ -199,7 +199,7 @@ def _vm_hwm_mb() -> float | None:
 
 def _worker(directory: str, out: str) -> None:
     """Load in this (fresh) process and write the measurements to ``out``."""
-    from kgrag_plugins.index.load import load_kg, peak_rss_mb
+    from kgrag_plugins.index.importers import load_kg, peak_rss_mb
 
     base_rss = peak_rss_mb()
     base_hwm = _vm_hwm_mb()

@@ -6,7 +6,7 @@ Run: python examples/llama_index_frag.py
 from kgrag_plugins.index.graph import KnowledgeGraph
 from kgrag_plugins.index.store import KnowledgeIndex
 from kgrag_plugins.integrations.llama_index import HopAwareRetriever
-from kgrag_plugins.methods.hop_classifier import HopClassifier
+from kgrag_plugins.methods.frag.hop_classifier import HopClassifier
 from kgrag_plugins.types import Entity
 
 TRIPLES = [  # MetaQA-style, stored one way: movie -> relation -> value

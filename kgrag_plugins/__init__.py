@@ -2,24 +2,23 @@
 
 Methods are framework-free; the LlamaIndex / LangGraph adapters (``SpreadingActivationRetriever``,
 ``KGRetriever``, ``HopAwareRetriever``, ``activation_graph``, ``kg_infused_graph``, ``sa_rag_graph``,
-``frag_graph``, ``make_hop_router``) are imported on first use so ``import kgrag_plugins`` does not
-load either framework.
+``frag_graph``, ``make_hop_router``) are imported on first use from :mod:`kgrag_plugins.integrations`
+(each needs its extra), so ``import kgrag_plugins`` loads no framework.
 """
 
 from typing import Any
 
-__version__ = "0.1.0"
-
-from .index.graph import KnowledgeGraph  # noqa: E402
-from .index.parsekg import ParseKG  # noqa: E402
-from .index.store import KnowledgeIndex  # noqa: E402
-from .methods.activation import ActivationRetriever  # noqa: E402
-from .methods.baselines import BM25Retriever, DenseRetriever, HybridRetriever, PPRRetriever  # noqa: E402
-from .methods.frag import FRAGRetriever  # noqa: E402
-from .methods.hop_classifier import HopClassifier  # noqa: E402
-from .methods.kg_infused import KGInfusedRetriever  # noqa: E402
-from .methods.sa_rag import SARAGCoT, SARAGRetriever  # noqa: E402
-from .types import Answer, Entity, Evidence, Fact, Passage, Path, ScoredPassage, Triple  # noqa: E402
+from . import integrations as _integrations  # noqa: F401 - framework-free; sets the tiktoken cache
+from ._version import __version__
+from .index.graph import KnowledgeGraph
+from .index.parsekg import ParseKG
+from .index.store import KnowledgeIndex
+from .methods.activation import ActivationRetriever
+from .methods.baselines import BM25Retriever, DenseRetriever, HybridRetriever, PPRRetriever
+from .methods.frag import FRAGRetriever, HopClassifier
+from .methods.kg_infused import KGInfusedRetriever
+from .methods.sa_rag import SARAGCoT, SARAGRetriever
+from .types import Answer, Entity, Evidence, Fact, Passage, Path, ScoredPassage, Triple
 
 _ADAPTERS = {
     "HopAwareRetriever",

@@ -49,7 +49,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.corpus} contains no passages")
     graph, load_report, llm = None, None, None
     if args.kg:
-        from .index.load import load_kg
+        from .index.importers import load_kg
 
         if not args.format:
             raise ValueError("--kg needs --format (metaqa, tsv, openie, wikidata5m)")
@@ -85,7 +85,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
 
 
 def _cmd_show_graph(args: argparse.Namespace) -> int:
-    from .index.draw import draw_neighbourhood
+    from .explain.draw import draw_neighbourhood
     from .index.store import KnowledgeIndex
 
     index = KnowledgeIndex.open(args.index)
@@ -121,7 +121,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     retriever = RETRIEVERS[args.retriever][0](index)
     ev = retriever.retrieve(args.question, args.k)
     if args.draw:
-        from .index.draw import draw_activation
+        from .explain.draw import draw_activation
 
         info = draw_activation(index.graph, ev.trace, args.draw)
         print(f"drew {info['nodes']} activated entities, {info['edges']} edges -> {info['out']}", file=sys.stderr)

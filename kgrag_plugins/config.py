@@ -26,23 +26,13 @@ def cache_dir() -> Path:
 
 
 def setup_offline_env() -> None:
-    """Make the bundled models and tokenizers work with no network.
+    """Make the bundled models work with no network.
 
-    Sets ``HF_HUB_OFFLINE``, disables Chroma telemetry, and points ``TIKTOKEN_CACHE_DIR``
-    at llama_index's bundled cache unless the user has set them.
+    Sets ``HF_HUB_OFFLINE``, ``TRANSFORMERS_OFFLINE``, ``TOKENIZERS_PARALLELISM`` and disables Chroma
+    telemetry unless the user has set them. (``TIKTOKEN_CACHE_DIR`` is pointed at a framework's
+    bundled tiktoken cache by ``kgrag_plugins.integrations``, which knows the frameworks.)
     """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
-    if "TIKTOKEN_CACHE_DIR" not in os.environ:
-        try:
-            import importlib.util
-
-            spec = importlib.util.find_spec("llama_index.core")
-            if spec and spec.origin:
-                cache = Path(spec.origin).parent / "_static" / "tiktoken_cache"
-                if cache.is_dir():
-                    os.environ["TIKTOKEN_CACHE_DIR"] = str(cache)
-        except (ImportError, ValueError):
-            pass

@@ -9,7 +9,7 @@ Example::
     print(mean(scores))
 """
 
-from kgrag_plugins.eval.datasets import (
+from .datasets import (
     ALIASES,
     DATASETS,
     Dataset,
@@ -18,7 +18,7 @@ from kgrag_plugins.eval.datasets import (
     load_dataset,
     load_questions_jsonl,
 )
-from kgrag_plugins.eval.metrics import (
+from .metrics import (
     accuracy,
     answer_recall_at_k,
     exact_match,

@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from .. import config
+from ..config import cache_dir as default_cache_dir
 from ..index.store import KnowledgeIndex, read_manifest
 from ..methods.activation import ActivationRetriever
 from ..methods.base import Retriever
@@ -83,7 +83,7 @@ def dataset_index(
     embedder = embedder or default_embedder()
     chash = dataset.corpus_hash()
     name = f"{_slug(dataset.name)}-{chash}-{_slug(embedder.name)}" + (f"-{builder}" if builder else "")
-    path = Path(cache_dir or config.cache_dir()) / name
+    path = Path(cache_dir or default_cache_dir()) / name
     if (path / "manifest.json").is_file():
         try:
             if read_manifest(path).get("corpus_hash") == chash:

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kgrag_plugins import config
-from kgrag_plugins.types import Passage
+from ..config import data_dir as default_data_dir
+from ..types import Passage
 
 __all__ = [
     "Question",
@@ -67,7 +67,7 @@ class Dataset:
         """
         if self.corpus is None:
             return None
-        from kgrag_plugins.index.store import corpus_hash
+        from ..index.store import corpus_hash
 
         return corpus_hash(self.corpus)
 
@@ -293,7 +293,20 @@ def _twowiki_dev1000(root: Path, name: str) -> Dataset:
     return Dataset(name, questions, corpus)
 
 
+def _sample(root: Path, name: str) -> Dataset:
+    """The bundled demo sample (``kgrag_plugins/data``): needs no data directory."""
+    from importlib import resources
+
+    data = resources.files("kgrag_plugins") / "data"
+    with (
+        resources.as_file(data / "sample_corpus.jsonl") as corpus,
+        resources.as_file(data / "sample_questions.jsonl") as questions,
+    ):
+        return Dataset(name, load_questions_jsonl(questions), load_corpus_jsonl(corpus))
+
+
 _LOADERS: dict[str, Callable[[Path, str], Dataset]] = {
+    "sample": _sample,
     "musique": _simple("musique"),
     "hotpotqa": _simple("hotpotqa"),
     "2wikimultihopqa": _simple("2wikimultihopqa"),
@@ -317,6 +330,7 @@ ALIASES: dict[str, str] = {"2wiki": "2wikimultihopqa", "hotpot": "hotpotqa"}
 def load_dataset(name: str, data_dir: str | Path | None = None, limit: int | None = None) -> Dataset:
     """Load a named benchmark from ``data_dir`` (default :func:`kgrag_plugins.config.data_dir`).
 
+    * ``sample``: the bundled multi-hop demo sample (what ``kgrag demo`` runs); no data directory needed.
     * ``musique``, ``hotpotqa``, ``2wikimultihopqa`` (alias ``2wiki``), ``popqa``: questions + the
       split's ``corpus.jsonl``.
     * ``metaqa`` (1-3 hops pooled), ``metaqa-1hop`` / ``-2hop`` / ``-3hop``: KGQA, ``corpus=None``,
@@ -335,8 +349,8 @@ def load_dataset(name: str, data_dir: str | Path | None = None, limit: int | Non
         raise ValueError(f"unknown dataset {name!r}; valid names: {valid}")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ValueError(f"limit must be a non-negative integer or None, got {limit!r}")
-    root = Path(data_dir).expanduser() if data_dir is not None else config.data_dir()
-    if not root.is_dir():
+    root = Path(data_dir).expanduser() if data_dir is not None else default_data_dir()
+    if key != "sample" and not root.is_dir():
         raise _missing(root, "data directory")
     ds = _LOADERS[key](root, key)
     if limit is not None:

@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 
 from ..index.store import KnowledgeIndex
 from ..methods.frag import FRAGRetriever
-from ..methods.hop_classifier import COMPLEX, HopClassifier, strip_topic_marks
+from ..methods.frag.hop_classifier import COMPLEX, HopClassifier, strip_topic_marks
 from .datasets import Dataset, Question
 from .metrics import hits_at_1, normalize_answer, percentile
 
@@ -132,7 +132,7 @@ def run_kgqa_bench(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Load the dataset's KG, train on the training questions, evaluate ``retrievers``."""
-    from ..index.load import load_kg
+    from ..index.importers import load_kg
     from ..models.embed import default_embedder
     from ..train.path import train_path_ranker
 

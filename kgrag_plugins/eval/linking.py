@@ -1,7 +1,7 @@
 """How well a graph links questions to their gold passages (an upper bound for graph retrieval).
 
 For each question with gold passages: link the question's entities
-(:func:`~kgrag_plugins.index.build.linking.link_question`), take their ``hops``-hop
+(:func:`~kgrag_plugins.index.builders.linking.link_question`), take their ``hops``-hop
 neighbourhood (both directions), and count the gold passages whose *title entity* lies in it.
 Also reported, so a dense graph cannot look good by reaching everything: how many questions
 link to any entity, and the median neighbourhood size as a fraction of all entities.
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from ..index.build.linking import NameIndex, link_question, name_key
+from ..index.builders.linking import NameIndex, link_question, name_key
 from ..index.store import KnowledgeIndex
 from .datasets import Dataset
 from .metrics import mean

@@ -33,11 +33,11 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from .. import __version__
+from .._version import __version__
 from ..config import INDEX_FORMAT_VERSION, env
 from ..models.embed import Embedder, default_embedder
 from ..types import Passage
-from .build import run_builder
+from .builders import run_builder
 from .graph import KnowledgeGraph
 from .parsekg import ParseKG
 from .passages import PassageStore
@@ -129,7 +129,7 @@ class KnowledgeIndex:
         Args:
             builder: ``"mentions"`` / ``"parsekg"`` (LLM-free, spaCy) or ``"llm"`` (needs ``llm``)
                 builds the graph from the passages; otherwise ``graph`` (e.g. an imported
-                curated KG, see :mod:`kgrag_plugins.index.load`) is attached as is.
+                curated KG, see :mod:`kgrag_plugins.index.importers`) is attached as is.
             entity_vectors: compute entity vectors now instead of on first use.
             vectors: precomputed passage vectors from this ``embedder`` (rows aligned with
                 ``passages``), e.g. to add a graph to an existing index without re-embedding.

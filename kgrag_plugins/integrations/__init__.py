@@ -1,23 +1,37 @@
-"""Framework adapters (LlamaIndex, LangGraph): shape translation around the framework-free methods.
+"""Framework adapters (LlamaIndex, LangGraph, LangChain): shape translation around the framework-free methods.
 
-Names are imported lazily so ``import kgrag_plugins.integrations`` does not pull in either framework::
+Each framework has its own module or package and optional extra; names are imported lazily, so
+``import kgrag_plugins.integrations`` loads no framework::
 
-    from kgrag_plugins.integrations import SpreadingActivationRetriever   # llama_index
-    from kgrag_plugins.integrations import kg_infused_graph               # langgraph
+    from kgrag_plugins.integrations import SpreadingActivationRetriever   # [llama-index]
+    from kgrag_plugins.integrations import kg_infused_graph               # [langgraph]
     from kgrag_plugins.integrations import HopAwareRetriever, frag_graph  # FRAG (both frameworks)
+    from kgrag_plugins.integrations import LangChainLLM                   # [langchain]
+
+Importing an adapter whose framework is not installed raises an ``ImportError`` that names the extra.
+This package also recognises framework chat models for :func:`kgrag_plugins.models.llm.as_llm`
+(:func:`framework_llm`) and points ``TIKTOKEN_CACHE_DIR`` at LlamaIndex's bundled tiktoken cache
+when the user has not set it (so token counting works offline).
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
 from typing import Any
 
 _EXPORTS = {
     # llama_index
     "HopAwareRetriever": "llama_index",
     "KGRetriever": "llama_index",
+    "LlamaIndexLLM": "llama_index",
     "SpreadingActivationRetriever": "llama_index",
     "evidence_to_nodes": "llama_index",
+    # langchain
+    "LangChainLLM": "langchain",
     # langgraph
     "KGRAGState": "langgraph",
     "activation_graph": "langgraph",
@@ -42,7 +56,7 @@ _EXPORTS = {
     "state_to_evidence": "langgraph",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted([*_EXPORTS, "framework_llm"])
 
 
 def __getattr__(name: str) -> Any:
@@ -54,3 +68,50 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
+
+
+def _instance_of(obj: Any, module: str, cls: str) -> bool:
+    """``isinstance(obj, module.cls)`` if ``module`` is already loaded (never imports a framework:
+    an object of a framework's class means its framework is loaded)."""
+    mod = sys.modules.get(module)
+    klass = getattr(mod, cls, None) if mod is not None else None
+    return isinstance(klass, type) and isinstance(obj, klass)
+
+
+def framework_llm(obj: Any) -> Any | None:
+    """The kgrag adapter for a LangChain chat model or a LlamaIndex LLM, else ``None``.
+
+    Recognised by class (``BaseLanguageModel`` / ``BaseLLM``) or, for look-alikes, by shape
+    (LangChain: ``invoke`` + ``bind``; LlamaIndex: ``chat`` + ``metadata``).
+    """
+    if _instance_of(obj, "langchain_core.language_models", "BaseLanguageModel") or (
+        callable(getattr(obj, "invoke", None)) and callable(getattr(obj, "bind", None))
+    ):
+        from .langchain import LangChainLLM
+
+        return LangChainLLM(obj)
+    if _instance_of(obj, "llama_index.core.base.llms.base", "BaseLLM") or (
+        callable(getattr(obj, "chat", None)) and hasattr(obj, "metadata")
+    ):
+        from .llama_index.llm import LlamaIndexLLM
+
+        return LlamaIndexLLM(obj)
+    return None
+
+
+def _use_bundled_tiktoken_cache() -> None:
+    """Point ``TIKTOKEN_CACHE_DIR`` at llama-index-core's bundled cache (cl100k_base) when unset."""
+    if "TIKTOKEN_CACHE_DIR" in os.environ:
+        return
+    try:  # a top-level spec: found without importing the (namespace) package
+        spec = importlib.util.find_spec("llama_index")
+    except (ImportError, ValueError):
+        return
+    for root in (spec.submodule_search_locations or ()) if spec else ():
+        cache = Path(root) / "core" / "_static" / "tiktoken_cache"
+        if cache.is_dir():
+            os.environ["TIKTOKEN_CACHE_DIR"] = str(cache)
+            return
+
+
+_use_bundled_tiktoken_cache()

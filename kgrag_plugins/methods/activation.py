@@ -270,7 +270,7 @@ class ActivationRetriever(Retriever):
     (weight 1) and entity–entity edges from the triples (weight ``entity_edge_weight``, 0.5;
     undirected, parallel triples count once). Two kinds of sources are activated:
 
-    - **question entities** (:func:`~kgrag_plugins.index.build.linking.link_question`: NER +
+    - **question entities** (:func:`~kgrag_plugins.index.builders.linking.link_question`: NER +
       name n-grams), each weighted by its specificity ``1 / #passages mentioning it`` (the
       node specificity of HippoRAG), the group carrying ``entity_weight`` (2) of mass;
     - **the best dense passages**: the top ``dense_seeds`` (5) by cosine, weighted by a softmax
@@ -302,7 +302,7 @@ class ActivationRetriever(Retriever):
         tol: float = 1e-6,
         max_facts: int = 10,
     ) -> None:
-        from ..index.build.linking import NameIndex
+        from ..index.builders.linking import NameIndex
 
         if index.graph.num_entities == 0:
             raise ValueError(
@@ -351,7 +351,7 @@ class ActivationRetriever(Retriever):
     def _sources(
         self, query: str, qvec: np.ndarray
     ) -> tuple[np.ndarray, list[tuple[str, float]], list[tuple[int, float]]]:
-        from ..index.build.linking import link_question
+        from ..index.builders.linking import link_question
 
         n_e = self._n_e
         s = np.zeros(n_e + self._n_p)

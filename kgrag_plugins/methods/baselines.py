@@ -71,7 +71,7 @@ class HybridRetriever(Retriever):
 class PPRRetriever(Retriever):
     """Graph baseline in the style of HippoRAG: personalized PageRank from question entities.
 
-    Question entities are linked by :func:`~kgrag_plugins.index.build.linking.link_question`
+    Question entities are linked by :func:`~kgrag_plugins.index.builders.linking.link_question`
     (NER + name n-grams against the graph). PPR (damping 0.5, HippoRAG's setting, undirected)
     runs from them; a passage scores the PPR mass of the entities it mentions
     (``link_matrix.T @ ppr``). Questions that link to no entity fall back to dense retrieval.
@@ -81,7 +81,7 @@ class PPRRetriever(Retriever):
     name = "ppr"
 
     def __init__(self, index: KnowledgeIndex, *, damping: float = 0.5):
-        from ..index.build.linking import NameIndex
+        from ..index.builders.linking import NameIndex
 
         if index.graph.num_entities == 0:
             raise ValueError("PPRRetriever needs an index with a knowledge graph (build with builder='mentions')")
@@ -94,7 +94,7 @@ class PPRRetriever(Retriever):
         self._pos = index.graph_passage_positions()
 
     def _retrieve(self, query: str, k: int) -> Evidence:
-        from ..index.build.linking import link_question
+        from ..index.builders.linking import link_question
 
         seeds = link_question(self.index.graph, query, names=self._names)
         if not seeds:

@@ -1,10 +1,9 @@
-"""Model back-ends behind small protocols: embedders and LLM clients/adapters."""
+"""Model back-ends behind small protocols: embedders and LLM clients (no framework imports; the
+LangChain / LlamaIndex adapters are in :mod:`kgrag_plugins.integrations`)."""
 
 from .embed import Embedder, OpenAICompatibleEmbedder, SentenceTransformerEmbedder, default_embedder
 from .llm import (
     LLM,
-    LangChainLLM,
-    LlamaIndexLLM,
     LLMError,
     LLMResponseError,
     LLMTimeoutError,
@@ -19,8 +18,6 @@ __all__ = [
     "LLMError",
     "LLMResponseError",
     "LLMTimeoutError",
-    "LangChainLLM",
-    "LlamaIndexLLM",
     "OpenAICompatibleEmbedder",
     "OpenAICompatibleLLM",
     "ScriptedLLM",

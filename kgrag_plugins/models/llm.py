@@ -5,9 +5,10 @@ Every method in the package talks to an :class:`LLM`: ``complete(prompt) -> str`
 
 * :class:`OpenAICompatibleLLM` - ``POST {base_url}/chat/completions`` via ``httpx`` (works with
   ``vllm serve``, Ollama's ``/v1``, OpenAI), with bounded retries and usage counting.
-* :class:`LangChainLLM` / :class:`LlamaIndexLLM` - wrap framework chat models.
 * :class:`ScriptedLLM` - deterministic replies for tests.
-* :func:`as_llm` - turn any of the above (or a framework model) into an :class:`LLM`.
+* :func:`as_llm` - turn any of the above, or a framework chat model, into an :class:`LLM`. The
+  framework adapters (LangChain, LlamaIndex) live in ``kgrag_plugins.integrations``; this module
+  imports no framework.
 """
 
 from __future__ import annotations
@@ -16,24 +17,19 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from collections.abc import Callable, Generator
+from typing import Any, Protocol, runtime_checkable
 
 import httpx
 
-from kgrag_plugins.config import env
-
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    from langchain_core.language_models import BaseChatModel
-    from llama_index.core.llms import LLM as LlamaIndexBaseLLM
+from ..config import env
 
 __all__ = [
     "LLM",
+    "ChatAdapter",
     "LLMError",
     "LLMResponseError",
     "LLMTimeoutError",
-    "LangChainLLM",
-    "LlamaIndexLLM",
     "Message",
     "OpenAICompatibleLLM",
     "ScriptedLLM",
@@ -89,7 +85,7 @@ class LLMResponseError(LLMError):
 # --------------------------------------------------------------------------- helpers
 
 
-def _to_messages(prompt: str | list[Message]) -> list[Message]:
+def to_messages(prompt: str | list[Message]) -> list[Message]:
     """Normalise a prompt to a list of chat messages (a string is one user message)."""
     if isinstance(prompt, str):
         return [{"role": "user", "content": prompt}]
@@ -108,7 +104,7 @@ def _to_messages(prompt: str | list[Message]) -> list[Message]:
     return messages
 
 
-def _truncate_at_stop(text: str, stop: list[str] | None) -> str:
+def truncate_at_stop(text: str, stop: list[str] | None) -> str:
     """Cut ``text`` at the earliest occurrence of any (non-empty) stop string."""
     if not stop:
         return text
@@ -236,7 +232,7 @@ class OpenAICompatibleLLM:
         max_tokens: int | None,
         temperature: float | None,
     ) -> dict[str, Any]:
-        payload: dict[str, Any] = {"model": self.model, "messages": _to_messages(prompt)}
+        payload: dict[str, Any] = {"model": self.model, "messages": to_messages(prompt)}
         max_tokens = self.default_max_tokens if max_tokens is None else max_tokens
         temperature = self.default_temperature if temperature is None else temperature
         if max_tokens is not None:
@@ -297,6 +293,28 @@ class OpenAICompatibleLLM:
             return _RetryableFailure(f"timed out after {timeout}s ({type(exc).__name__})", timeout=True)
         return _RetryableFailure(f"{type(exc).__name__}: {exc}")
 
+    def _plan(self) -> Generator[float | None, httpx.Response | httpx.TransportError, str]:
+        """The retry policy, written once for :meth:`complete` and :meth:`acomplete`.
+
+        Yields ``None`` to ask for one POST (the driver sends back the response, or the transport
+        error it raised) and a float to ask for a pause of that many seconds; returns the reply text
+        or raises the final :class:`LLMError`.
+        """
+        attempts = self.max_retries + 1
+        last: _RetryableFailure | None = None
+        for attempt in range(1, attempts + 1):
+            outcome = yield None
+            try:
+                if isinstance(outcome, httpx.TransportError):
+                    raise self._transport_failure(outcome, self.timeout)
+                return self._handle_response(outcome)
+            except _RetryableFailure as exc:
+                last = exc
+            if attempt < attempts:
+                yield self._delay(attempt)
+        assert last is not None
+        raise self._final_error(attempts, last)
+
     # -- public API
 
     def complete(
@@ -308,22 +326,20 @@ class OpenAICompatibleLLM:
         temperature: float | None = None,
     ) -> str:
         """Send one chat completion request (with retries) and return the reply text."""
-        payload = self._payload(prompt, stop, max_tokens, temperature)
-        client = self._sync_client()
-        attempts = self.max_retries + 1
-        last: _RetryableFailure | None = None
-        for attempt in range(1, attempts + 1):
-            try:
-                resp = client.post(self.url, json=payload, headers=self._headers())
-                return self._handle_response(resp)
-            except httpx.TransportError as exc:
-                last = self._transport_failure(exc, self.timeout)
-            except _RetryableFailure as exc:
-                last = exc
-            if attempt < attempts:
-                time.sleep(self._delay(attempt))
-        assert last is not None
-        raise self._final_error(attempts, last)
+        payload, client = self._payload(prompt, stop, max_tokens, temperature), self._sync_client()
+        plan, outcome = self._plan(), None
+        try:
+            while True:
+                if (pause := plan.send(outcome)) is not None:
+                    time.sleep(pause)
+                    outcome = None
+                else:
+                    try:
+                        outcome = client.post(self.url, json=payload, headers=self._headers())
+                    except httpx.TransportError as exc:
+                        outcome = exc
+        except StopIteration as done:
+            return done.value
 
     async def acomplete(
         self,
@@ -333,63 +349,40 @@ class OpenAICompatibleLLM:
         max_tokens: int | None = None,
         temperature: float | None = None,
     ) -> str:
-        """Async :meth:`complete` (uses a fresh ``httpx.AsyncClient`` per call)."""
-        payload = self._payload(prompt, stop, max_tokens, temperature)
-        attempts = self.max_retries + 1
-        last: _RetryableFailure | None = None
+        """Async :meth:`complete` (same retry plan; a fresh ``httpx.AsyncClient`` per call)."""
+        payload, plan, outcome = self._payload(prompt, stop, max_tokens, temperature), self._plan(), None
         async with httpx.AsyncClient(timeout=httpx.Timeout(self.timeout)) as client:
-            for attempt in range(1, attempts + 1):
-                try:
-                    resp = await client.post(self.url, json=payload, headers=self._headers())
-                    return self._handle_response(resp)
-                except httpx.TransportError as exc:
-                    last = self._transport_failure(exc, self.timeout)
-                except _RetryableFailure as exc:
-                    last = exc
-                if attempt < attempts:
-                    await asyncio.sleep(self._delay(attempt))
-        assert last is not None
-        raise self._final_error(attempts, last)
+            try:
+                while True:
+                    if (pause := plan.send(outcome)) is not None:
+                        await asyncio.sleep(pause)
+                        outcome = None
+                    else:
+                        try:
+                            outcome = await client.post(self.url, json=payload, headers=self._headers())
+                        except httpx.TransportError as exc:
+                            outcome = exc
+            except StopIteration as done:
+                return done.value
 
 
-# --------------------------------------------------------------------------- adapters
+# --------------------------------------------------------------------------- adapter base
 
 
-def _langchain_text(result: Any) -> str:
-    """Text of a LangChain ``invoke`` result (message, content blocks, or plain string)."""
-    content = getattr(result, "content", result)
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # content blocks
-        parts = []
-        for block in content:
-            if isinstance(block, str):
-                parts.append(block)
-            elif isinstance(block, dict) and block.get("type") == "text":
-                parts.append(str(block.get("text", "")))
-        return "".join(parts)
-    return "" if content is None else str(content)
+class ChatAdapter:
+    """Base for adapters of other chat APIs (the LangChain / LlamaIndex ones in ``integrations/``).
 
-
-class LangChainLLM:
-    """Adapter for a LangChain chat model (``BaseChatModel``).
-
-    ``stop`` is passed to ``invoke`` and also applied to the output (some models ignore it).
-    ``max_tokens`` / ``temperature`` are ignored: configure them on the chat model itself.
+    :meth:`complete` / :meth:`acomplete` normalise the prompt to messages and cut the reply at the
+    first ``stop`` string; a subclass implements ``_chat(messages, stop) -> str`` and its async
+    twin ``_achat``. ``max_tokens`` / ``temperature`` are not forwarded: configure them on the
+    wrapped model.
     """
 
-    def __init__(self, chat_model: BaseChatModel) -> None:
-        self.chat_model = chat_model
+    def _chat(self, messages: list[Message], stop: list[str] | None) -> str:  # pragma: no cover
+        raise NotImplementedError
 
-    def __repr__(self) -> str:
-        return f"LangChainLLM({type(self.chat_model).__name__})"
-
-    @staticmethod
-    def _lc_messages(prompt: str | list[Message]) -> list[Any]:
-        from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
-
-        classes = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
-        return [classes[m["role"]](content=m["content"]) for m in _to_messages(prompt)]
+    async def _achat(self, messages: list[Message], stop: list[str] | None) -> str:  # pragma: no cover
+        raise NotImplementedError
 
     def complete(
         self,
@@ -399,10 +392,8 @@ class LangChainLLM:
         max_tokens: int | None = None,
         temperature: float | None = None,
     ) -> str:
-        """Invoke the chat model and return its text."""
-        kwargs: dict[str, Any] = {"stop": list(stop)} if stop else {}
-        result = self.chat_model.invoke(self._lc_messages(prompt), **kwargs)
-        return _truncate_at_stop(_langchain_text(result), stop)
+        """The wrapped model's reply, cut at ``stop``."""
+        return truncate_at_stop(self._chat(to_messages(prompt), stop), stop)
 
     async def acomplete(
         self,
@@ -412,54 +403,8 @@ class LangChainLLM:
         max_tokens: int | None = None,
         temperature: float | None = None,
     ) -> str:
-        """Async :meth:`complete` via ``ainvoke``."""
-        kwargs: dict[str, Any] = {"stop": list(stop)} if stop else {}
-        result = await self.chat_model.ainvoke(self._lc_messages(prompt), **kwargs)
-        return _truncate_at_stop(_langchain_text(result), stop)
-
-
-class LlamaIndexLLM:
-    """Adapter for a LlamaIndex ``llama_index.core.llms.LLM`` (uses ``chat`` / ``achat``).
-
-    ``stop`` is applied by truncating the reply at the first stop string.
-    ``max_tokens`` / ``temperature`` are ignored: configure them on the LlamaIndex LLM itself.
-    """
-
-    def __init__(self, llm: LlamaIndexBaseLLM) -> None:
-        self.llm = llm
-
-    def __repr__(self) -> str:
-        return f"LlamaIndexLLM({type(self.llm).__name__})"
-
-    @staticmethod
-    def _li_messages(prompt: str | list[Message]) -> list[Any]:
-        from llama_index.core.llms import ChatMessage, MessageRole
-
-        return [ChatMessage(role=MessageRole(m["role"]), content=m["content"]) for m in _to_messages(prompt)]
-
-    def complete(
-        self,
-        prompt: str | list[Message],
-        *,
-        stop: list[str] | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-    ) -> str:
-        """Call ``llm.chat`` and return the reply text."""
-        response = self.llm.chat(self._li_messages(prompt))
-        return _truncate_at_stop(response.message.content or "", stop)
-
-    async def acomplete(
-        self,
-        prompt: str | list[Message],
-        *,
-        stop: list[str] | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-    ) -> str:
-        """Async :meth:`complete` via ``llm.achat``."""
-        response = await self.llm.achat(self._li_messages(prompt))
-        return _truncate_at_stop(response.message.content or "", stop)
+        """Async :meth:`complete`."""
+        return truncate_at_stop(await self._achat(to_messages(prompt), stop), stop)
 
 
 # --------------------------------------------------------------------------- scripted
@@ -501,7 +446,7 @@ class ScriptedLLM:
         temperature: float | None = None,
     ) -> str:
         """Return the next scripted reply (truncated at ``stop``)."""
-        messages = _to_messages(prompt)
+        messages = to_messages(prompt)
         with self._lock:
             self.calls.append(
                 {
@@ -524,7 +469,7 @@ class ScriptedLLM:
             raise reply
         if not isinstance(reply, str):
             raise LLMResponseError(f"ScriptedLLM reply must be a str, got {type(reply).__name__}")
-        return _truncate_at_stop(reply, stop)
+        return truncate_at_stop(reply, stop)
 
     async def acomplete(
         self,
@@ -540,45 +485,27 @@ class ScriptedLLM:
 
 # --------------------------------------------------------------------------- dispatch
 
-_OWN_LLMS = (OpenAICompatibleLLM, LangChainLLM, LlamaIndexLLM, ScriptedLLM)
-
-
-def _is_langchain_model(obj: Any) -> bool:
-    try:
-        from langchain_core.language_models import BaseLanguageModel
-    except ImportError:
-        BaseLanguageModel = None  # type: ignore[assignment,misc]  # noqa: N806
-    if BaseLanguageModel is not None and isinstance(obj, BaseLanguageModel):
-        return True
-    return callable(getattr(obj, "invoke", None)) and callable(getattr(obj, "bind", None))
-
-
-def _is_llamaindex_llm(obj: Any) -> bool:
-    try:
-        from llama_index.core.base.llms.base import BaseLLM
-    except ImportError:
-        BaseLLM = None  # type: ignore[assignment,misc]  # noqa: N806
-    if BaseLLM is not None and isinstance(obj, BaseLLM):
-        return True
-    return callable(getattr(obj, "chat", None)) and hasattr(obj, "metadata")
+_OWN_LLMS = (OpenAICompatibleLLM, ScriptedLLM, ChatAdapter)
 
 
 def as_llm(obj: Any) -> LLM | None:
     """Coerce ``obj`` to an :class:`LLM`.
 
-    ``None`` -> ``None``; our own clients and anything else with ``complete``/``acomplete``
-    -> itself; a LangChain chat model -> :class:`LangChainLLM`; a LlamaIndex LLM ->
-    :class:`LlamaIndexLLM`. Anything else raises ``TypeError``.
+    ``None`` -> ``None``; our own clients -> themselves; a LangChain chat model or a LlamaIndex LLM
+    -> its adapter from ``kgrag_plugins.integrations`` (recognised there without importing a
+    framework the caller has not loaded); anything else with ``complete``/``acomplete`` -> itself.
+    Anything else raises ``TypeError``.
     """
     if obj is None:
         return None
     if isinstance(obj, _OWN_LLMS):
         return obj
     # Framework models first: a LlamaIndex LLM also has complete/acomplete, with other types.
-    if _is_langchain_model(obj):
-        return LangChainLLM(obj)
-    if _is_llamaindex_llm(obj):
-        return LlamaIndexLLM(obj)
+    from ..integrations import framework_llm
+
+    adapted = framework_llm(obj)
+    if adapted is not None:
+        return adapted
     if callable(getattr(obj, "complete", None)) and callable(getattr(obj, "acomplete", None)):
         return obj
     raise TypeError(

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..eval.datasets import Question, load_dataset
-from ..methods.hop_classifier import COMPLEX, HopClassifier, strip_topic_marks
+from ..methods.frag.hop_classifier import COMPLEX, HopClassifier, strip_topic_marks
 
 DEFAULT_DATASETS = ("metaqa", "musique", "2wikimultihopqa", "hotpotqa", "popqa")
 

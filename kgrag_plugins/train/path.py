@@ -2,7 +2,7 @@
 
 For each training question (topic entity + gold answers, e.g. MetaQA), the label is the relation
 chain from the topic whose end set best matches the answers
-(:func:`~kgrag_plugins.methods.path_ranker.best_chain`); the ranker learns question -> chain.
+(:func:`~kgrag_plugins.methods.frag.path_ranker.best_chain`); the ranker learns question -> chain.
 The report gives, on held-out questions, how often the predicted chain equals the label chain.
 """
 
@@ -18,11 +18,11 @@ from tqdm.auto import tqdm
 
 from ..eval.datasets import Question, load_dataset
 from ..index.graph import KnowledgeGraph
-from ..methods.path_ranker import Chain, PathRanker, best_chains, chain_key, relation_query
+from ..methods.frag.path_ranker import Chain, PathRanker, best_chains, chain_key, relation_query
 
 
 def _rows(graph: KnowledgeGraph, names: Sequence[str], index: Any) -> list[int]:
-    from ..index.build.linking import name_key
+    from ..index.builders.linking import name_key
 
     out = []
     for n in names:
@@ -44,10 +44,10 @@ def label_questions(
     """``(relation queries, label chains (ties kept), the labelled questions, counts)`` for
     questions with a topic entity in the graph and a chain reaching their answers (F1 ≥
     ``min_f1``); the question's ``hops`` restricts the chain length when known."""
-    from ..index.build.linking import NameIndex
-    from ..methods.frag import _PathGraph
+    from ..index.builders.linking import NameIndex
+    from ..methods.frag.paths import PathGraph
 
-    pg = _PathGraph(graph, inverse=True)
+    pg = PathGraph(graph, inverse=True)
     names = NameIndex.from_graph(graph)
     rels = graph.relations
     R = len(rels)
@@ -110,7 +110,7 @@ def train_path_ranker_cli(
     embedder: Any = None,
 ) -> dict[str, Any]:
     """Train on up to ``limit`` questions of a KGQA dataset (balanced over hops), save to ``out``."""
-    from ..index.load import load_kg
+    from ..index.importers import load_kg
     from .hop import _sample
 
     ds = load_dataset(dataset, data_dir=data_dir)

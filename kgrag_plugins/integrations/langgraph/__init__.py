@@ -1,0 +1,86 @@
+"""LangGraph adapters: node factories and compiled graphs around the framework-free methods.
+
+Needs the ``langgraph`` extra (``pip install 'kgrag-plugins[langgraph]'``). One module per concern:
+``state`` (the state schema), ``nodes`` (generic retrieve / generate nodes), ``activation``,
+``kg_infused``, ``sa_rag``, ``frag`` (one per method: nodes + compiled graph), ``router``
+(:func:`make_route_node`, :func:`make_hop_router`).
+
+State (:class:`KGRAGState`) uses the official RAG examples' keys plus ours:
+
+- ``question`` (input), ``generation`` (answer text; absent/``None`` without an LLM)
+- ``documents``: LangChain ``Document`` s, ``id`` = passage id, ``metadata`` = ``{"id", "title",
+  "score", "kind": "passage", "retriever"}``; nodes also accept plain dicts ``{"id", "text",
+  "title", "score"}`` as input
+- ``facts``: verbalised facts / paths / clues (``list[str]``)
+- ``trace``: dict, one entry per step (``retrieve``, ``activation``, ``retrievals``, ``reasoning``, ...)
+- KG-Infused RAG: ``activation`` (a JSON-able snapshot of the activation memory), ``summary``,
+  ``expanded_query``, ``note``; SA-RAG: ``query`` (current follow-up), ``context``, ``reasoning``, ``steps``
+- FRAG / hop routing (METHODS.md §2, paper ``frag``): ``route`` (``"simple"`` | ``"complex"``, written by
+  the router node), ``answers`` (LLM-free candidate answers: end entities of the top paths, best
+  first), ``topic_entities`` (optional input: entity ids that replace FRAG's question linking);
+  ``facts`` then hold the verbalised paths (``"Tom Hanks <- starred_actors <- Big -> directed_by -> ..."``)
+
+Handles (index, retriever, LLM) are captured by the node factories (closures), never stored in state.
+Every node is a ``RunnableLambda`` (``invoke`` / ``ainvoke``; ``add_node(name, node)``), and every
+compiled graph can be added as a subgraph node of a user's graph (shared keys flow both ways).
+The graph builders take ``checkpointer=`` for standalone use (as a subgraph the parent's applies).
+No reducers are used, so a parent state may declare the same keys with plain overwrite semantics.
+"""
+
+from .._extras import require
+
+require("langgraph", "langgraph", "langchain_core", feature="kgrag_plugins.integrations.langgraph")
+
+from .activation import activation_graph  # noqa: E402
+from .frag import frag_graph, make_frag_node  # noqa: E402
+from .kg_infused import (  # noqa: E402
+    kg_infused_graph,
+    make_activation_node,
+    make_augment_node,
+    make_dual_retrieve_node,
+    make_note_node,
+    make_query_expansion_node,
+)
+from .nodes import make_generate_node, make_retrieve_node  # noqa: E402
+from .router import make_hop_router, make_route_node, route_by_hops  # noqa: E402
+from .sa_rag import (  # noqa: E402
+    make_sa_reason_node,
+    make_sa_retrieve_node,
+    sa_rag_graph,
+    sa_route_after_reason,
+    sa_route_after_retrieve,
+)
+from .state import (  # noqa: E402
+    KGRAGState,
+    documents_to_passages,
+    evidence_to_documents,
+    passage_to_document,
+    state_to_evidence,
+)
+
+__all__ = [
+    "KGRAGState",
+    "activation_graph",
+    "documents_to_passages",
+    "evidence_to_documents",
+    "frag_graph",
+    "kg_infused_graph",
+    "make_activation_node",
+    "make_augment_node",
+    "make_dual_retrieve_node",
+    "make_frag_node",
+    "make_generate_node",
+    "make_hop_router",
+    "make_note_node",
+    "make_query_expansion_node",
+    "make_retrieve_node",
+    "make_route_node",
+    "make_sa_reason_node",
+    "make_sa_retrieve_node",
+    "passage_to_document",
+    "route_by_hops",
+    "sa_rag_graph",
+    "sa_route_after_reason",
+    "sa_route_after_retrieve",
+    "state_to_evidence",
+]

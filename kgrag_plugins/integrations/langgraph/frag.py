@@ -1,0 +1,136 @@
+"""FRAG (METHODS.md §2) as nodes and a graph: ``router -> frag_simple | frag_complex -> [generate]``."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.runnables import RunnableLambda
+from langgraph.graph import END, START, StateGraph
+
+from ...index.store import KnowledgeIndex
+from ...models.llm import as_llm
+from ...types import Evidence, Fact
+from .nodes import ROUTES, is_frag, make_generate_node, method_of, runnable_node, same_llm
+from .router import make_route_node, route_by_hops
+from .state import KGRAGState, documents_to_passages, evidence_to_documents, question_of, with_trace
+
+if TYPE_CHECKING:  # pragma: no cover
+    from langgraph.graph.state import CompiledStateGraph
+
+    from ...methods.frag import FRAGRetriever
+
+
+def make_frag_node(retriever: FRAGRetriever, route: str | None = None, k: int = 5) -> RunnableLambda:
+    """FRAG path retrieval (METHODS.md §2 steps 3-7) as a node: ``retriever.evidence(query, k, route=...)``.
+
+    ``route`` forces FRAG's simple or complex pipeline; ``None`` uses ``state["route"]`` when set, else
+    the retriever routes itself. ``state["topic_entities"]`` (entity ids), when given, replaces the
+    question's entity linking. Writes ``facts`` (the verbalised paths, best first), ``documents``
+    (passages linked to path entities; empty for a KG without passages), ``answers`` (LLM-free: end
+    entities of the top paths), ``route`` and ``trace["frag"]`` (FRAG's trace: topic entities, sizes,
+    timings; ``error`` when no topic entity was found). ``ainvoke`` runs it in a worker thread.
+    """
+    if route is not None and route not in ROUTES:
+        raise ValueError(f"route must be None, 'simple' or 'complex', got {route!r}")
+    if not is_frag(retriever):
+        raise TypeError(f"make_frag_node needs a FRAGRetriever, got {type(retriever).__name__}")
+
+    def args(state: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        chosen = route or (state["route"] if state.get("route") in ROUTES else None)
+        return state.get("query") or question_of(state), {
+            "route": chosen,
+            "topic_entities": state.get("topic_entities"),
+        }
+
+    def update(state: dict[str, Any], ev: Evidence) -> dict[str, Any]:
+        return {
+            "documents": evidence_to_documents(ev, retriever=retriever.name),
+            "facts": [f.text for f in ev.facts],
+            "answers": list(ev.trace.get("answers") or []),
+            "route": ev.trace.get("route"),
+            "trace": with_trace(state, frag=ev.trace),
+        }
+
+    def frag(state: dict[str, Any]) -> dict[str, Any]:
+        q, kw = args(state)
+        return update(state, retriever.evidence(q, k, **kw))
+
+    async def afrag(state: dict[str, Any]) -> dict[str, Any]:
+        q, kw = args(state)
+        return update(state, await asyncio.to_thread(retriever.evidence, q, k, **kw))
+
+    return runnable_node(f"frag_{route}" if route else "frag", frag, afrag)
+
+
+def frag_generate_node(frag: FRAGRetriever) -> RunnableLambda:
+    """FRAG's answer step (§2 step 8) over the paths in ``facts`` and the ``answers`` in state."""
+
+    def generate(state: dict[str, Any]) -> dict[str, Any]:
+        q = question_of(state)
+        frag_trace = dict((state.get("trace") or {}).get("frag") or {})
+        frag_trace["answers"] = list(state.get("answers") or frag_trace.get("answers") or [])
+        facts = [f if isinstance(f, Fact) else Fact(str(f), kind="path") for f in state.get("facts") or ()]
+        ev = Evidence(q, documents_to_passages(state.get("documents")), facts, frag_trace)
+        ans = frag.answer(q, evidence=ev)
+        update: dict[str, Any] = {"generation": ans.text}
+        if ans.metadata.get("llm_error"):
+            errors = [
+                *(state.get("trace") or {}).get("llm_error", []),
+                {"step": "answer", "error": ans.metadata["llm_error"]},
+            ]
+            update["trace"] = with_trace(state, llm_error=errors)
+        return update
+
+    return runnable_node("generate", generate)
+
+
+def frag_graph(
+    index_or_retriever: Any,
+    *,
+    classifier: Any = None,
+    llm: Any = None,
+    k: int = 5,
+    checkpointer: Any = None,
+    **frag_kwargs: Any,
+) -> CompiledStateGraph:
+    """FRAG (METHODS.md §2, paper ``frag``): ``router -> frag_simple | frag_complex -> [generate]``.
+
+    From an index, builds ``FRAGRetriever(index, classifier=classifier, llm=llm, **frag_kwargs)``;
+    the router uses its ``route`` (the trained classifier, else the heuristic; ``mode="simple"`` /
+    ``"complex"`` forces a branch). Both branches are :func:`make_frag_node` on that one retriever
+    with the pipeline forced. With a ready ``FRAGRetriever``, ``classifier`` (if given) overrides only
+    the router, ``frag_kwargs`` are not allowed and ``llm`` must be its own. ``generate`` (FRAG's
+    reasoning prompt over the top paths, first line of the reply) runs only when the retriever has an
+    LLM; otherwise ``generation`` stays unset and ``answers`` holds the LLM-free answers.
+    """
+    from ...methods.frag import FRAGRetriever
+
+    built = isinstance(index_or_retriever, KnowledgeIndex)
+    llm = as_llm(llm)
+    frag = method_of(
+        index_or_retriever, lambda index: FRAGRetriever(index, classifier=classifier, llm=llm, **frag_kwargs)
+    )
+    if not isinstance(frag, FRAGRetriever):
+        raise TypeError(f"frag_graph needs a KnowledgeIndex or a FRAGRetriever, got {type(frag).__name__}")
+    if not built:
+        if frag_kwargs:
+            raise ValueError(f"frag_graph: pass {sorted(frag_kwargs)} to FRAGRetriever(...) or build from an index")
+        if llm is not None and not same_llm(frag.llm, llm):
+            raise ValueError("frag_graph: pass the LLM to FRAGRetriever(..., llm=...) or build from an index")
+    router = frag if built or classifier is None else classifier
+    g = StateGraph(KGRAGState)
+    g.add_node("router", make_route_node(router, embedder=frag.index.embedder))
+    g.add_node("frag_simple", make_frag_node(frag, "simple", k))
+    g.add_node("frag_complex", make_frag_node(frag, "complex", k))
+    g.add_edge(START, "router")
+    g.add_conditional_edges("router", route_by_hops, {"simple": "frag_simple", "complex": "frag_complex"})
+    if frag.llm is not None:
+        g.add_node("generate", make_generate_node(method=frag))
+        g.add_edge("frag_simple", "generate")
+        g.add_edge("frag_complex", "generate")
+        g.add_edge("generate", END)
+    else:
+        g.add_edge("frag_simple", END)
+        g.add_edge("frag_complex", END)
+    return g.compile(checkpointer=checkpointer, name="frag")

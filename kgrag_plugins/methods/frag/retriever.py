@@ -1,0 +1,684 @@
+"""FRAG: hop-aware routing between a simple and a complex path-retrieval pipeline (METHODS.md §2).
+
+A question is classified *simple* (reasoning path of at most δ = 2 hops) or *complex*
+(:class:`~kgrag_plugins.methods.hop_classifier.HopClassifier`, §2 step 2) and answered from the
+paths of the pipeline that suits it (§2 steps 3-7, paper defaults):
+
+1. **k-hop neighbourhood** of the topic entities (k = 2 simple, 4 complex).
+2. **Personalized PageRank** on the whole graph, restart at the topic entities, damping 0.8,
+   keeping the top n = 2000 neighbourhood nodes (the query subgraph is induced by them). When
+   the neighbourhood has at most n nodes every node is kept and PageRank is skipped (same result).
+3. **Relation pruning**: the distinct relation names of the subgraph ranked by similarity to the
+   question, top m = 64 kept; the topic entities plus both endpoints of kept edges induce the
+   pruned subgraph.
+4. **Path search**: simple, every simple path of length 1..2 from a topic entity; complex, one
+   breadth-first (unit-weight shortest) path from the topic entity to every node within 4 hops.
+   Paths ending in an unnamed CVT node (``m.``/``g.`` ids) are dropped.
+5. **Verbalisation** ``e0 -> r1 -> e1 -> ...``; an edge walked against a triple's direction is
+   written ``e0 <- r1 <- e1`` (the triple is ``e1 r1 e0``), so inverse relations are explicit.
+6. **Path ranking**, top u = 32.
+
+Choices where the paper's parts are not available here or the released code is unspecific:
+
+- **Scorers.** The paper ranks relations and paths with the cross-encoder bge-reranker-v2-m3;
+  METHODS.md §2(e) allows a bi-encoder instead. Embedding every candidate path string (thousands
+  per complex question) would cost seconds on a CPU, so a path's score is the cosine between
+  the question (topic mention replaced by a placeholder) and its *relation chain* verbalised
+  ("directed by / starred actors (inverse)"): chains are few per question and their vectors are
+  cached across questions. Paths with the same chain are ordered by the PageRank of their end
+  node, then by node order. Pass ``reranker=(query, texts) -> scores`` (e.g. a cross-encoder)
+  to re-score the top ``rerank_pool`` path strings and the relation names as the paper does.
+- **Direction.** The released code follows out-edges of Freebase, which stores most relations
+  both ways. Graphs stored one way (MetaQA's ``kb.txt``: ``movie directed_by person``) are
+  unreachable from a person that way, so by default (``inverse=True``) every stage walks edges
+  both ways, with inverse edges marked as above.
+- **Parallel edges** (a person who directed *and* wrote a film) yield one path per relation;
+  the released code keeps one arbitrarily.
+- **Topic entities**: FRAG uses the dataset's gold topic entities. Here a ``[bracketed]`` span
+  in the question (MetaQA's convention) or ``topic_entities=`` names them; otherwise spaCy NER +
+  name/alias n-grams link them, then an embedding match of the question's spans (cos ≥ 0.85).
+- **Router without a trained classifier**: a rule over the question's relational cues
+  (:func:`heuristic_route`), METHODS.md §2(e)'s "count entity/relation mentions" substitute.
+- **Chain-guided completion** (with a trained path ranker only). One shortest path per node
+  loses most long answers on graphs with hubs: in MetaQA every film is two hops from every
+  other through a shared genre or year, so the film reached "via its director" is first found
+  via "Drama". The complex pipeline therefore also enumerates the simple paths that follow the
+  ``chain_beam`` (3) relation chains the ranker finds most probable, inside the same pruned
+  subgraph; candidates are pooled and de-duplicated before ranking. ``chain_beam=0`` restores
+  the paper's pipeline exactly.
+- **Answers.** LLM-free: the end entities of the top paths in rank order (KGQA); on corpus graphs
+  the passages linked to entities of the top paths (the first ``passage_pool``, best paths
+  and end entities first) and the dense top k, ranked by cosine with the question, path
+  passages plus ``path_bonus`` (0.1). With an LLM: the paper's reasoning
+  prompt over the top paths, first line of the reply (§2 step 8).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path as FilePath
+from typing import Any, Callable, Literal
+
+import numpy as np
+
+from ...index.graph import UnknownEntityError
+from ...index.store import KnowledgeIndex
+from ...models.llm import LLMError, as_llm
+from ...types import Answer, Evidence, Fact, Path, ScoredPassage
+from ..activation import TextVectorCache
+from ..base import Retriever
+from .hop_classifier import (
+    COMPLEX,
+    SIMPLE,
+    TOPIC_MARK,
+    HopClassifier,
+    RouteName,
+    count_hops,
+    heuristic_route,
+    strip_topic_marks,
+)
+from .path_ranker import PathRanker, chain_key, relation_query
+from .paths import Candidates, PathGraph, humanise_relation
+from .prompts import MAX_TOKENS, STOP, hop_estimation_prompt, reasoning_prompt
+
+__all__ = ["FRAGRetriever"]
+
+Reranker = Callable[[str, Sequence[str]], Sequence[float]]
+
+#: Most distinct relation chains per question scored by embedding their verbalisation.
+MAX_CHAIN_TEXTS = 256
+#: Largest relation vocabulary for which chains are embedded as texts (curated KGs).
+MAX_CHAIN_TEXT_RELATIONS = 1000
+#: Largest graph whose entity vectors FRAG computes on the fly for embedding-based linking.
+EMBED_LINK_MAX_ENTITIES = 5000
+_CVT = re.compile(r"^[mg]\.[0-9a-z_]+$")
+
+
+# --------------------------------------------------------------------------- retriever
+
+
+class FRAGRetriever(Retriever):
+    """FRAG's hop-aware path retrieval over a knowledge index (see the module docstring).
+
+    Args:
+        index: a :class:`KnowledgeIndex` whose graph has triples (a curated KG such as MetaQA's,
+            or a corpus graph; passages linked to entities are returned for the latter).
+        classifier: a trained :class:`HopClassifier` or the path of one saved with
+            ``kgrag train hop-classifier``; ``None`` uses :func:`heuristic_route`.
+        mode: ``"auto"`` routes each question; ``"simple"`` / ``"complex"`` force one pipeline
+            (FRAG-Simple / FRAG-Complex of the paper's ablation).
+        llm: optional; used only by :meth:`answer` (reasoning prompt) and :meth:`feedback`.
+        simple_hops, complex_hops, max_nodes, max_relations, max_paths, damping: the paper's
+            k = 2 / 4, n = 2000, m = 64, u = 32 and PageRank damping 0.8.
+        inverse: walk edges against their direction too (needed for one-way KGs such as MetaQA).
+        path_ranker: a :class:`~kgrag_plugins.methods.path_ranker.PathRanker` (or its saved
+            path) trained on question-answer pairs of this KG (``kgrag train path-ranker``):
+            paths are scored by the log-probability of their relation chain.
+        chain_beam: with a path ranker, the complex pipeline also walks the ``chain_beam`` most
+            probable relation chains (chain-guided completion, see the module docstring); 0 = off.
+        reranker: optional ``(query, texts) -> scores`` cross-encoder for relations and paths.
+        max_candidates: cap on enumerated paths per question (hub entities); the cap is reported.
+        passage_pool: corpus graphs: passages of path entities considered before the cosine cut.
+        path_bonus: corpus graphs: added to the cosine of passages linked to path entities (0.1,
+            chosen on the shared MuSiQue and 2Wiki halves among 0, 0.03, 0.06, 0.1, 0.15, 1).
+    """
+
+    name = "frag"
+
+    def __init__(
+        self,
+        index: KnowledgeIndex,
+        *,
+        classifier: HopClassifier | str | FilePath | None = None,
+        mode: Literal["auto", "simple", "complex"] = "auto",
+        llm: Any = None,
+        simple_hops: int = 2,
+        complex_hops: int = 4,
+        max_nodes: int = 2000,
+        max_relations: int = 64,
+        max_paths: int = 32,
+        damping: float = 0.8,
+        inverse: bool = True,
+        path_ranker: PathRanker | str | FilePath | None = None,
+        chain_beam: int = 3,
+        reranker: Reranker | None = None,
+        rerank_pool: int = 256,
+        max_candidates: int = 200_000,
+        link_threshold: float = 0.85,
+        passage_pool: int = 50,
+        path_bonus: float = 0.1,
+    ) -> None:
+        from ...index.builders.linking import NameIndex
+
+        if index.graph.num_triples == 0:
+            raise ValueError(
+                "FRAGRetriever needs a knowledge graph with triples: load a curated KG "
+                "(kgrag_plugins.index.importers.load_kg) or build one (builder='mentions'/'parsekg'/'llm')"
+            )
+        if mode not in ("auto", "simple", "complex"):
+            raise ValueError(f"mode must be 'auto', 'simple' or 'complex', got {mode!r}")
+        if not 0 < damping < 1:
+            raise ValueError(f"damping must be in (0, 1), got {damping}")
+        for label, v in (("simple_hops", simple_hops), ("complex_hops", complex_hops), ("max_paths", max_paths)):
+            if v < 1:
+                raise ValueError(f"{label} must be >= 1, got {v}")
+        if isinstance(classifier, (str, FilePath)):
+            classifier = HopClassifier.load(classifier, embedder=index.embedder)
+        if isinstance(path_ranker, (str, FilePath)):
+            path_ranker = PathRanker.load(path_ranker, embedder=index.embedder)
+        self.path_ranker = path_ranker
+        self.index = index
+        self.graph = index.graph
+        self.classifier = classifier
+        self.mode = mode
+        self.llm = as_llm(llm) if llm is not None else None
+        self.simple_hops = simple_hops
+        self.complex_hops = complex_hops
+        self.max_nodes = max_nodes
+        self.max_relations = max_relations
+        self.max_paths = max_paths
+        self.damping = damping
+        self.reranker = reranker
+        self.rerank_pool = rerank_pool
+        self.max_candidates = max_candidates
+        self.link_threshold = link_threshold
+        self.passage_pool = passage_pool
+        self.path_bonus = path_bonus
+        self._pg = PathGraph(index.graph, inverse)
+        self._names = NameIndex.from_graph(index.graph)
+        self._relations = index.graph.relations
+        self._ids = index.graph.entity_ids
+        self._rel_ids = {r: i for i, r in enumerate(self._relations)}
+        self.chain_beam = chain_beam
+        self._cache = TextVectorCache(20_000)
+        if mode == "simple":
+            self.name = "frag-simple"
+        elif mode == "complex":
+            self.name = "frag-complex"
+
+    # ------------------------------------------------------------------ routing
+    def route(self, question: str) -> tuple[RouteName, float | None]:
+        """The pipeline for ``question`` and, with a classifier, P(complex)."""
+        if self.mode != "auto":
+            return self.mode, None  # type: ignore[return-value]
+        if self.classifier is None:
+            return heuristic_route(question), None
+        p = float(self.classifier.predict_proba([strip_topic_marks(question)])[0])
+        return (COMPLEX if p >= 0.5 else SIMPLE), p
+
+    # ------------------------------------------------------------------ linking
+    def link(self, question: str) -> tuple[list[str], str, list[str]]:
+        """Topic entities of a question: ``(entity ids, how, unknown bracketed names)``.
+
+        ``how`` is ``"bracket"`` (MetaQA-style ``[name]``), ``"name"`` (NER + name/alias
+        n-grams), ``"embedding"`` (nearest entity name of a question span) or ``"none"``."""
+        from ...index.builders.linking import link_question, name_key
+
+        unknown: list[str] = []
+        spans = TOPIC_MARK.findall(question)
+        if spans:  # the user named the topic: never link other words of the question instead
+            ids = []
+            for s in spans:
+                eid = s.strip() if s.strip() in self.graph else self._names.get(name_key(s))
+                if eid is None:
+                    eid = next(iter(self._embedding_match([s.strip()])), None)
+                if eid is None:
+                    unknown.append(s)
+                else:
+                    ids.append(eid)
+            return list(dict.fromkeys(ids)), ("bracket" if ids else "none"), unknown
+        ids = link_question(self.graph, question, names=self._names)
+        if ids:
+            return ids, "name", unknown
+        ids = self._embedding_link(question)
+        return ids, ("embedding" if ids else "none"), unknown
+
+    def _embedding_match(self, spans: list[str]) -> list[str]:
+        """Entities whose name vector is nearest to each span (cos ≥ ``link_threshold``). Entity
+        vectors are used when already computed, or computed now for graphs of at most
+        ``EMBED_LINK_MAX_ENTITIES`` entities (larger graphs: ``index.entity_vectors`` once)."""
+        spans = [s for s in spans if len(s) > 2]
+        if not spans or not (self.index.has_entity_vectors or self.graph.num_entities <= EMBED_LINK_MAX_ENTITIES):
+            return []
+        vecs = self.index.entity_vectors
+        if vecs is None or not len(vecs):
+            return []
+        sims = self._embed(spans) @ vecs.T
+        best = sims.argmax(axis=1)
+        return list(dict.fromkeys(self._ids[int(b)] for i, b in enumerate(best) if sims[i, b] >= self.link_threshold))
+
+    def _embedding_link(self, question: str) -> list[str]:
+        from ...index.builders.nlp import load_spacy
+
+        ents = [e.text for e in load_spacy(False)(question).ents]
+        caps = re.findall(r"[A-Z][\w'.-]*(?:\s+(?:of |the |de )?[A-Z][\w'.-]*)*", question[1:])
+        return self._embedding_match(list(dict.fromkeys(ents + caps)))
+
+    # ------------------------------------------------------------------ scoring helpers
+    def _relation_phrase(self, rel: int) -> str:
+        R = self._pg.R
+        return humanise_relation(self._relations[rel % R]) + (" (inverse)" if rel >= R else "")
+
+    def _chain_text(self, rels: Sequence[int]) -> str:
+        return " / ".join(self._relation_phrase(int(r)) for r in rels if r >= 0)
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        return np.asarray(self.index.embedder.embed(texts, progress=False), dtype=np.float32)
+
+    def relation_query(self, question: str, topic_ids: Sequence[str]) -> str:
+        """The text compared with relation chains (:func:`~kgrag_plugins.methods.path_ranker.relation_query`)."""
+        return relation_query(question, [self.graph.name_of(e) for e in topic_ids])
+
+    # ------------------------------------------------------------------ pipeline
+    def paths(
+        self, question: str, *, route: RouteName | None = None, topic_entities: Sequence[str] | None = None
+    ) -> tuple[list[Path], dict[str, Any]]:
+        """Run FRAG's retrieval for one question: the top ``max_paths`` paths and a trace."""
+        t0 = time.perf_counter()
+        timings: dict[str, float] = {}
+        trace: dict[str, Any] = {"retriever": self.name}
+        if topic_entities is not None:
+            for e in topic_entities:
+                if e not in self.graph:
+                    raise UnknownEntityError(e)
+            topics, how, unknown = list(dict.fromkeys(topic_entities)), "given", []
+        else:
+            topics, how, unknown = self.link(question)
+        trace.update(topic_entities=topics, linking=how)
+        if unknown:
+            trace["unknown_topic_entities"] = unknown
+        p_complex = None
+        if route is None:
+            route, p_complex = self.route(question)
+        trace.update(route=route, p_complex=p_complex)
+        timings["link_route_ms"] = (time.perf_counter() - t0) * 1e3
+        if not topics:
+            trace["error"] = "no topic entity found in the question" + (
+                f" (not in the graph: {unknown})" if unknown else ""
+            )
+            trace["timings_ms"] = timings
+            trace["answers"] = []
+            return [], trace
+        seeds = np.array([self.graph.index_of(e) for e in topics], dtype=np.int64)
+        k = self.simple_hops if route == SIMPLE else self.complex_hops
+
+        # 1-2. k-hop neighbourhood, PageRank top-n
+        t = time.perf_counter()
+        hood = self._pg.k_hop(seeds, k)
+        # the graph's own PageRank: parallel edges add weight; walked both ways when ``inverse``
+        ppr = self.graph.personalized_pagerank(
+            dict.fromkeys(topics, 1.0), damping=self.damping, directed=not self._pg.inverse, tol=1e-6
+        )
+        if len(hood) > self.max_nodes:
+            keep = np.union1d(hood[np.argsort(-ppr[hood], kind="stable")[: self.max_nodes]], seeds)
+        else:
+            keep = hood
+        in_s = np.zeros(self._pg.n, dtype=bool)
+        in_s[keep] = True
+        timings["subgraph_ms"] = (time.perf_counter() - t) * 1e3
+        trace.update(
+            k=k, neighbourhood=int(len(hood)), subgraph_nodes=int(len(keep)), pagerank=len(hood) > self.max_nodes
+        )
+
+        # 3. relation pruning
+        t = time.perf_counter()
+        query = self.relation_query(question, topics)
+        qv = self.index.embed_query(query)
+        in_s = self._prune_relations(in_s, seeds, keep, query, qv, trace)
+        timings["relations_ms"] = (time.perf_counter() - t) * 1e3
+
+        # 4. path search
+        t = time.perf_counter()
+        if route == SIMPLE:
+            cands = Candidates.concat([self._simple_paths(int(s), in_s) for s in seeds], 2)
+        else:
+            cands = Candidates.concat(
+                [self._shortest_paths(int(s), in_s) for s in seeds] + [self._chain_paths(seeds, in_s, qv, trace)],
+                self.complex_hops,
+            )
+            cands = cands.unique()
+        if len(cands) > self.max_candidates:
+            trace["candidates_truncated_from"] = len(cands)
+            cands = cands.select(np.arange(self.max_candidates))
+        cands = self._drop_cvt_ends(cands)
+        timings["search_ms"] = (time.perf_counter() - t) * 1e3
+        trace["candidate_paths"] = len(cands)
+
+        # 5-6. rank, verbalise top u
+        t = time.perf_counter()
+        out = self._rank(cands, query, qv, ppr)
+        timings["rank_ms"] = (time.perf_counter() - t) * 1e3
+        timings["total_ms"] = (time.perf_counter() - t0) * 1e3
+        trace["timings_ms"] = {key: round(v, 2) for key, v in timings.items()}
+        trace["answers"] = self._end_names(out)
+        return out, trace
+
+    def _prune_relations(
+        self, in_s: np.ndarray, seeds: np.ndarray, keep: np.ndarray, query: str, qv: np.ndarray, trace: dict
+    ) -> np.ndarray:
+        pos, owner = self._pg.gather(keep)
+        inside = in_s[self._pg.dst[pos]]
+        pos, owner = pos[inside], owner[inside]
+        base = self._pg.rel[pos] % self._pg.R
+        present = np.unique(base)
+        trace["relations"] = int(len(present))
+        if len(present) <= self.max_relations:
+            return in_s
+        if self.reranker is not None:
+            names = [humanise_relation(self._relations[int(r)]) for r in present]
+            scores = np.asarray(self.reranker(query, names), dtype=np.float64)
+        else:  # the index's relation vectors: embedded once per vocabulary, stored with the index
+            scores = self.index.relation_vectors[present] @ qv
+        kept = present[np.argsort(-scores, kind="stable")[: self.max_relations]]
+        ok = np.isin(base, kept)
+        nodes = np.union1d(np.union1d(keep[owner[ok]], self._pg.dst[pos[ok]]), seeds)
+        pruned = np.zeros_like(in_s)
+        pruned[nodes] = True
+        trace["relations_kept"] = int(len(kept))
+        trace["pruned_nodes"] = int(len(nodes))
+        return pruned
+
+    def _simple_paths(self, s: int, in_s: np.ndarray) -> Candidates:
+        """All simple paths of length 1..simple_hops from ``s`` inside ``in_s`` (FRAG's BFS module)."""
+        return self._walk(s, in_s, self.simple_hops, self.simple_hops)
+
+    def _walk(self, s: int, in_s: np.ndarray, hops: int, width: int, chain: Sequence[int] | None = None) -> Candidates:
+        """Simple paths from ``s`` inside ``in_s``: all of length 1..``hops``, or, with ``chain``
+        (signed relation ids), only those following it to its end. Arrays are ``width`` wide."""
+        parts: list[Candidates] = []
+        frontier = Candidates(
+            np.full((1, width + 1), -1, np.int64), np.full((1, width), -1, np.int64), np.zeros(1, np.int64)
+        )
+        frontier.nodes[0, 0] = s
+        for depth in range(hops):
+            ends = frontier.nodes[:, depth]
+            pos, owner = self._pg.gather(ends)
+            w = self._pg.dst[pos].astype(np.int64)
+            ok = in_s[w] & ~(frontier.nodes[owner, : depth + 1] == w[:, None]).any(axis=1)
+            if chain is not None:
+                ok &= self._pg.rel[pos] == chain[depth]
+            nodes = frontier.nodes[owner[ok]]
+            rels = frontier.rels[owner[ok]]
+            nodes[:, depth + 1] = w[ok]
+            rels[:, depth] = self._pg.rel[pos[ok]]
+            frontier = Candidates(nodes, rels, np.full(len(nodes), depth + 1, np.int64))
+            if chain is None or depth == hops - 1:
+                parts.append(frontier)
+            if not len(frontier) or len(frontier) > self.max_candidates:
+                break
+        return Candidates.concat(parts, width)
+
+    def _chain_paths(self, seeds: np.ndarray, in_s: np.ndarray, qv: np.ndarray, trace: dict[str, Any]) -> Candidates:
+        """Chain-guided completion of the complex pipeline (needs a path ranker): paths along the
+        ``chain_beam`` most probable relation chains of at most ``complex_hops`` hops."""
+        if self.path_ranker is None or not self.chain_beam:
+            return Candidates.empty(self.complex_hops)
+        lp = self.path_ranker.log_probs(qv)
+        parts, used = [], []
+        for ci in np.argsort(-lp):
+            chain = self._chain_ids(self.path_ranker.chains[int(ci)])
+            if chain is None or len(chain) > self.complex_hops:
+                continue
+            used.append("/".join(self.path_ranker.chains[int(ci)]))
+            parts += [self._walk(int(s), in_s, len(chain), self.complex_hops, chain) for s in seeds]
+            if len(used) >= self.chain_beam:
+                break
+        trace["guided_chains"] = used
+        return Candidates.concat(parts, self.complex_hops)
+
+    def _chain_ids(self, chain: Sequence[str]) -> list[int] | None:
+        """Signed relation ids of a chain key (``~`` = inverse); ``None`` if a relation is unknown
+        or inverse edges are not walked."""
+        out = []
+        for step in chain:
+            inv = step.startswith("~")
+            rid = self._rel_ids.get(step[1:] if inv else step)
+            if rid is None or (inv and not self._pg.inverse):
+                return None
+            out.append(rid + self._pg.R if inv else rid)
+        return out
+
+    def _shortest_paths(self, s: int, in_s: np.ndarray) -> Candidates:
+        """One unit-weight shortest path from ``s`` to every node within complex_hops inside
+        ``in_s`` (FRAG's Dijkstra module); the first edge found in breadth-first order wins."""
+        L = self.complex_hops
+        parent: dict[int, tuple[int, int]] = {}
+        visited = np.zeros(self._pg.n, dtype=bool)
+        visited[s] = True
+        frontier = np.array([s], dtype=np.int64)
+        levels: list[np.ndarray] = []
+        par_node: list[np.ndarray] = []
+        par_rel: list[np.ndarray] = []
+        for _ in range(L):
+            pos, owner = self._pg.gather(frontier)
+            nb = self._pg.dst[pos].astype(np.int64)
+            ok = in_s[nb] & ~visited[nb]
+            pos, owner, nb = pos[ok], owner[ok], nb[ok]
+            if not len(nb):
+                break
+            uniq, first = np.unique(nb, return_index=True)
+            visited[uniq] = True
+            levels.append(uniq)
+            par_node.append(frontier[owner[first]])
+            par_rel.append(self._pg.rel[pos[first]].astype(np.int64))
+            frontier = uniq
+        if not levels:
+            return Candidates.empty(L)
+        for lv, pn, pr in zip(levels, par_node, par_rel):
+            parent.update(zip(lv.tolist(), zip(pn.tolist(), pr.tolist())))
+        total = sum(len(lv) for lv in levels)
+        nodes = np.full((total, L + 1), -1, np.int64)
+        rels = np.full((total, L), -1, np.int64)
+        lengths = np.zeros(total, np.int64)
+        row = 0
+        for depth, lv in enumerate(levels, start=1):
+            for node in lv.tolist():
+                cur = node
+                for j in range(depth, 0, -1):
+                    nodes[row, j] = cur
+                    cur, rels[row, j - 1] = parent[cur]
+                nodes[row, 0] = s
+                lengths[row] = depth
+                row += 1
+        return Candidates(nodes, rels, lengths)
+
+    def _drop_cvt_ends(self, cands: Candidates) -> Candidates:
+        if not len(cands):
+            return cands
+        ends = cands.ends()
+        uniq = np.unique(ends)
+        ids = self._ids
+        cvt = [u for u in uniq.tolist() if _CVT.match(ids[u]) and self.graph.name_of(ids[u]) == ids[u]]
+        return cands.select(~np.isin(ends, cvt)) if cvt else cands
+
+    def _rank(self, cands: Candidates, query: str, qv: np.ndarray, ppr: np.ndarray) -> list[Path]:
+        if not len(cands):
+            return []
+        chains, inverse = np.unique(cands.rels, axis=0, return_inverse=True)
+        inverse = np.asarray(inverse).ravel()
+        chain_scores = self._chain_scores(chains, qv, inverse)
+        score = chain_scores[inverse]
+        ends = cands.ends()
+        tie = ppr[ends]
+        order = np.lexsort((ends, -tie, -score))
+        if self.reranker is not None:
+            pool = order[: self.rerank_pool]
+            paths = [self._verbalise(cands, int(i)) for i in pool]
+            strings = [p.verbalize(self._name_map(p.nodes)) for p in paths]
+            rs = np.asarray(self.reranker(query, strings), dtype=np.float64)
+            order = pool[np.argsort(-rs, kind="stable")]
+            score = score.copy()
+            score[pool] = rs
+        out = []
+        for i in order[: self.max_paths]:
+            p = self._verbalise(cands, int(i))
+            p.score = float(score[i])
+            out.append(p)
+        return out
+
+    def _chain_scores(self, chains: np.ndarray, qv: np.ndarray, inverse: np.ndarray) -> np.ndarray:
+        """Score per unique chain: the path ranker's log-probability when one is set (chains it
+        has not seen rank below all known ones, by bi-encoder cosine), else the bi-encoder
+        cosine (:meth:`_zero_shot`)."""
+        if self.path_ranker is None:
+            return self._zero_shot(chains, qv)
+        R = self._pg.R
+        keys = [chain_key([self._relations[r % R] for r in c if r >= 0], [r >= R for r in c if r >= 0]) for c in chains]
+        scores = self.path_ranker.score(qv, keys)
+        unknown = np.isnan(scores)
+        if unknown.any():
+            known_paths = int(np.isin(inverse, np.flatnonzero(~unknown)).sum())
+            if known_paths < self.max_paths:
+                scores[unknown] = -1e3 + self._zero_shot(chains[unknown], qv)
+            else:
+                scores[unknown] = -1e4
+        return scores
+
+    def _zero_shot(self, chains: np.ndarray, qv: np.ndarray) -> np.ndarray:
+        """Cosine between the relation query and each verbalised chain (vectors cached across
+        questions). On graphs with more than ``MAX_CHAIN_TEXT_RELATIONS`` relations (corpus
+        graphs, whose relations are phrases, so chains rarely repeat) or above
+        ``MAX_CHAIN_TEXTS`` distinct chains: the mean cosine of the chain's relations (the
+        index's relation vectors), so a question never embeds many long texts."""
+        if len(chains) <= MAX_CHAIN_TEXTS and len(self._relations) <= MAX_CHAIN_TEXT_RELATIONS:
+            vecs, _ = self._cache.vectors([self._chain_text(c) for c in chains], self._embed)
+            return (vecs @ qv).astype(np.float64)
+        rel_cos = self.index.relation_vectors @ qv
+        valid = chains >= 0
+        per = np.where(valid, rel_cos[np.where(valid, chains % self._pg.R, 0)], 0.0)
+        return per.sum(axis=1) / np.maximum(valid.sum(axis=1), 1)
+
+    def _verbalise(self, cands: Candidates, i: int) -> Path:
+        ids = self._ids
+        L = int(cands.lengths[i])
+        nodes = [ids[int(n)] for n in cands.nodes[i, : L + 1]]
+        rels = [int(r) for r in cands.rels[i, :L]]
+        R = self._pg.R
+        return Path(nodes=nodes, relations=[self._relations[r % R] for r in rels], inverse=[r >= R for r in rels])
+
+    def _name_map(self, entity_ids: Iterable[str]) -> dict[str, str]:
+        """Names of the given entities only (not the whole graph's: this is per question)."""
+        return {e: self.graph.name_of(e) for e in entity_ids}
+
+    def _end_names(self, paths: list[Path]) -> list[str]:
+        return list(dict.fromkeys(self.graph.name_of(p.nodes[-1]) for p in paths))
+
+    # ------------------------------------------------------------------ Retriever
+    def _retrieve(self, query: str, k: int) -> Evidence:
+        return self.evidence(query, k)
+
+    def evidence(
+        self, question: str, k: int = 5, *, route: RouteName | None = None, topic_entities: Sequence[str] | None = None
+    ) -> Evidence:
+        """:meth:`paths` as an :class:`Evidence`: the paths as facts (``kind="path"``, ``data``
+        with nodes, relations, inverse flags, answer entity, hops), passages linked to path
+        entities (corpus graphs), the trace (route, topic entities, sizes, timings, ``answers``).
+        ``route`` forces a pipeline (the LangGraph router's nodes use it)."""
+        if route is not None and route not in (SIMPLE, COMPLEX):
+            raise ValueError(f"route must be 'simple' or 'complex', got {route!r}")
+        paths, trace = self.paths(question, route=route, topic_entities=topic_entities)
+        names = self._name_map(n for p in paths for n in p.nodes)
+        facts = [
+            Fact(
+                p.verbalize(names),
+                kind="path",
+                score=p.score,
+                data={
+                    "nodes": p.nodes,
+                    "relations": p.relations,
+                    "inverse": list(p.inverse or []),
+                    "answer": p.nodes[-1],
+                    "hops": len(p.relations),
+                },
+            )
+            for p in paths
+        ]
+        passages = self._passages(question, paths, k, trace)
+        return Evidence(question, passages, facts, trace)
+
+    def _passages(self, query: str, paths: list[Path], k: int, trace: dict[str, Any]) -> list[ScoredPassage]:
+        """Corpus graphs: the passages linked to the entities of the top paths (best paths first,
+        end entity first, at most ``passage_pool``) and the dense top ``k``, ranked together by
+        cosine with the question, path passages plus ``path_bonus``."""
+        store = self.index.passages
+        if not len(store):
+            return []
+        pool: list[str] = []
+        seen: set[str] = set()
+        for p in paths:
+            for eid in reversed(p.nodes):
+                for pid in self.graph.passages_of(eid):
+                    if pid in store and pid not in seen and len(pool) < self.passage_pool:
+                        seen.add(pid)
+                        pool.append(pid)
+        qv = np.asarray(self.index.embed_query(query), dtype=np.float32)
+        scores: dict[str, float] = {}
+        if pool:
+            pos = np.array([store.position(pid) for pid in pool])
+            scores = dict(zip(pool, (store.vectors[pos] @ qv + self.path_bonus).tolist()))
+        for psg, sc in store.dense_search(qv, k):
+            scores.setdefault(psg.id, float(sc))
+        out = dict(sorted(scores.items(), key=lambda kv: -kv[1])[:k])
+        trace["passages_from_paths"] = sum(pid in seen for pid in out)
+        return [ScoredPassage(store.get(pid), sc) for pid, sc in out.items()]
+
+    # ------------------------------------------------------------------ answers
+    def answer(self, question: str, *, evidence: Evidence | None = None) -> Answer:
+        """With an LLM: FRAG's reasoning prompt over the top paths (first line of the reply).
+        LLM-free (or when the LLM fails): the end entity of the best path."""
+        ev = evidence if evidence is not None else self.retrieve(question, k=5)
+        paths = [f.text for f in ev.facts if f.kind == "path"]
+        answers = ev.trace.get("answers") or []
+        fallback = answers[0] if answers else ""
+        meta: dict[str, Any] = {"route": ev.trace.get("route"), "answers": answers}
+        if self.llm is None:
+            return Answer(question, fallback, ev, {**meta, "llm": False})
+        try:
+            reply = self.llm.complete(
+                reasoning_prompt(strip_topic_marks(question), paths),
+                stop=STOP,
+                max_tokens=MAX_TOKENS,
+                temperature=0.01,
+            )
+        except LLMError as e:
+            return Answer(question, fallback, ev, {**meta, "llm": True, "llm_error": str(e)})
+        text = reply.strip().splitlines()[0].strip() if reply.strip() else ""
+        return Answer(question, text or fallback, ev, {**meta, "llm": True})
+
+    def estimate_hops(self, question: str, paths: Sequence[str]) -> int | None:
+        """FRAG-F: ask the LLM which path answers the question and count its hops (None if the
+        reply is NO, has no path, or is outside 1..4)."""
+        if self.llm is None:
+            raise ValueError("estimate_hops needs an llm")
+        try:
+            reply = self.llm.complete(hop_estimation_prompt(question, paths), stop=STOP, max_tokens=MAX_TOKENS)
+        except LLMError:
+            return None
+        hops = count_hops(reply.strip().splitlines()[0] if reply.strip() else "")
+        return hops if 1 <= hops <= 4 else None
+
+    def feedback(self, questions: Sequence[str], *, fraction: float = 0.25, seed: int = 0) -> dict[str, Any]:
+        """FRAG-F (§2 step 10): sample ``fraction`` of ``questions`` (seed 0), label each complex
+        iff the LLM-picked path of the currently routed pipeline has more than δ hops, and adapt
+        the classifier on these labels. Returns counts; the classifier is updated in place."""
+        if self.classifier is None or self.llm is None:
+            raise ValueError("feedback needs a trained classifier and an llm")
+        qs = list(questions)
+        sample = random.Random(seed).sample(qs, max(1, int(len(qs) * fraction))) if qs else []
+        labelled_q, labels = [], []
+        for q in sample:
+            ev = self.retrieve(q, k=1)
+            hops = self.estimate_hops(strip_topic_marks(q), [f.text for f in ev.facts])
+            if hops is not None:
+                labelled_q.append(strip_topic_marks(q))
+                labels.append(hops)
+        if labelled_q:
+            self.classifier.adapt(labelled_q, labels)
+        return {
+            "sampled": len(sample),
+            "labelled": len(labelled_q),
+            "complex": sum(h > self.classifier.delta for h in labels),
+        }
