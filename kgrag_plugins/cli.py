@@ -6,8 +6,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from .config import setup_offline_env
+from .models.llm import LLMError
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -31,6 +33,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         per_hop=args.per_hop,
         train_per_hop=args.train_per_hop,
+        labels=args.labels,
     )
     print(markdown_table(report))
     if args.out:
@@ -118,6 +121,12 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     from .index.store import KnowledgeIndex
 
     index = KnowledgeIndex.open(args.index)
+    if not len(index.passages) and args.retriever != "frag":
+        raise ValueError(
+            f"{args.index} has no passages (a KG-only index: {index.graph.num_entities} entities, "
+            f"{index.graph.num_triples} triples), so --retriever {args.retriever} finds nothing; "
+            "use --retriever frag for paths and answers over its graph, or index a --corpus"
+        )
     retriever = RETRIEVERS[args.retriever][0](index)
     ev = retriever.retrieve(args.question, args.k)
     if args.draw:
@@ -131,13 +140,42 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     for sp in ev.passages:
         print(f"{sp.score:8.4f}  [{sp.passage.id}] {sp.passage.title}: {sp.passage.text[:160]}")
     for f in ev.facts:
-        print(f"  fact {f.score:6.3f}  {f.text[:160]}")
+        print(f"  {f.kind} {f.score:6.3f}  {f.text[:160]}")
+    if ev.trace.get("answers"):
+        print("answers:", ", ".join(ev.trace["answers"][: args.k]))
+    if not ev.passages and not ev.facts:
+        why = ev.trace.get("error") or ev.trace.get("note") or "nothing matched the question"
+        print(f"kgrag ask: no evidence from --retriever {args.retriever}: {why}", file=sys.stderr)
+        return 1
     if args.generate:
-        from .methods.answer import generate_answer
-        from .models.llm import OpenAICompatibleLLM
-
-        print("answer:", generate_answer(OpenAICompatibleLLM.from_env(), args.question, ev).text)
+        return _generate(args, ev)
     return 0
+
+
+def _generate(args: argparse.Namespace, ev: Any) -> int:
+    """``ask --generate``: the LLM's answer; on a dead / hanging endpoint (one deadline,
+    ``KGRAG_LLM_DEADLINE``) or an invalid reply, the LLM-free answer if there is one, one line on
+    stderr, exit 1."""
+    import logging
+
+    from .methods.answer import generate_answer
+    from .models.llm import OpenAICompatibleLLM
+
+    quiet = logging.NullHandler()  # the one stderr line below says it; no logging noise
+    log = logging.getLogger("kgrag_plugins.models.replies")
+    log.addHandler(quiet)
+    try:
+        ans = generate_answer(OpenAICompatibleLLM.from_env(), args.question, ev)
+    finally:
+        log.removeHandler(quiet)
+    if not ans.metadata.get("fallback"):
+        print("answer:", ans.text)
+        return 0
+    if ans.text:
+        print("answer (LLM-free):", ans.text)
+    errors = ans.metadata.get("llm_error") or [{"error": "no valid reply"}]
+    print(f"kgrag ask: error: no answer from the LLM: {errors[-1]['error']}", file=sys.stderr)
+    return 1
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -163,6 +201,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         limit=args.limit or 2000,
         holdout=0.3 if args.holdout is None else args.holdout,
         test_only=[d.strip() for d in (args.test_only or "").split(",") if d.strip()],
+        labels=args.labels,
     )
     print(json.dumps(report, indent=2))
     return 0
@@ -193,6 +232,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--limit", type=int, default=None, help="first N questions only")
     b.add_argument("--per-hop", type=int, default=300, help="KGQA: held-out questions evaluated per hop count")
     b.add_argument("--train-per-hop", type=int, default=1000, help="KGQA: training questions per hop count")
+    b.add_argument(
+        "--labels",
+        choices=["dataset", "hmin"],
+        default="dataset",
+        help="KGQA: hop classifier labels, the dataset's hop counts or FRAG's KG shortest-path h_min (FRAG §3)",
+    )
     b.add_argument("--out", type=Path, default=None, help="write the JSON report here")
     b.add_argument(
         "--cache-dir", type=Path, default=None, help="index cache (default: $KGRAG_CACHE_DIR or .kgrag_cache)"
@@ -265,6 +310,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit", type=int, default=None, help="questions per dataset, balanced over hops (default 2000 / 3000)"
     )
     t.add_argument("--holdout", type=float, default=None, help="held-out share (default 0.3 / 0.2)")
+    t.add_argument(
+        "--labels",
+        choices=["dataset", "hmin"],
+        default="dataset",
+        help="hop-classifier: the datasets' hop counts, or FRAG's h_min (KG shortest path topic -> nearest "
+        "answer, FRAG §3) where the dataset has a KG (MetaQA); both are reported for KG datasets",
+    )
     t.add_argument("--data-dir", type=Path, default=None)
     t.set_defaults(func=_cmd_train)
     return p
@@ -278,6 +330,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError, KeyError) as e:
         print(f"kgrag {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except LLMError as e:
+        print(f"kgrag {args.command}: error: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

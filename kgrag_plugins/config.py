@@ -15,6 +15,31 @@ def env(name: str, default: str | None = None) -> str | None:
     return value if value else default
 
 
+#: Total seconds one LLM call may take, retries and backoff included (``KGRAG_LLM_DEADLINE``).
+DEFAULT_LLM_DEADLINE = 30.0
+#: Consecutive failed LLM attempts that open a client's circuit breaker (``KGRAG_LLM_BREAKER_FAILURES``).
+DEFAULT_LLM_BREAKER_FAILURES = 3
+#: Seconds an open circuit breaker fails calls fast before one trial call (``KGRAG_LLM_BREAKER_COOLDOWN``).
+DEFAULT_LLM_BREAKER_COOLDOWN = 30.0
+
+
+def env_number(name: str, default: float, *, minimum: float = 0.0) -> float:
+    """``KGRAG_<name>`` as a number > ``minimum`` (``default`` when unset); a bad value raises
+    ``ValueError`` naming the variable and the fix."""
+    raw = env(name)
+    if raw is None:
+        return float(default)
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(
+            f"KGRAG_{name}={raw!r} is not a number: set it to a number > {minimum:g} or unset it"
+        ) from None
+    if not value > minimum:
+        raise ValueError(f"KGRAG_{name}={raw!r} must be > {minimum:g}: set a larger value or unset it")
+    return value
+
+
 def data_dir() -> Path:
     """Benchmark data directory: ``KGRAG_DATA_DIR``, default ``../shared/data``."""
     return Path(env("DATA_DIR", "../shared/data")).expanduser()

@@ -20,7 +20,9 @@ from .datasets import (
 )
 from .metrics import (
     accuracy,
+    accuracy_raw,
     answer_recall_at_k,
+    answer_scores,
     exact_match,
     f1_score,
     hits_at_1,
@@ -38,7 +40,9 @@ __all__ = [
     "load_dataset",
     "load_questions_jsonl",
     "accuracy",
+    "accuracy_raw",
     "answer_recall_at_k",
+    "answer_scores",
     "exact_match",
     "f1_score",
     "hits_at_1",

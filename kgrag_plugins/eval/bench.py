@@ -15,6 +15,7 @@ included, after one warm-up query per retriever.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from pathlib import Path
@@ -31,14 +32,25 @@ from ..methods.baselines import BM25Retriever, DenseRetriever, HybridRetriever, 
 from ..methods.frag import FRAGRetriever
 from ..methods.kg_infused import KGInfusedRetriever
 from ..methods.sa_rag import SARAGRetriever
+from ..methods.sa_rag.retriever import SPEED_MAX_EDGES
 from ..models.embed import Embedder, default_embedder
 from .datasets import Dataset, load_dataset
 from .metrics import answer_recall_at_k, mean, percentile, recall_at_k
 
+logger = logging.getLogger(__name__)
+
 
 def _sa_rag(index: KnowledgeIndex, dataset: str | None = None) -> Retriever:
-    """SA-RAG with the paper's per-dataset k / h (METHODS.md §4(b)); LLM-free."""
+    """SA-RAG with the paper's per-dataset k / h and no subgraph cap (METHODS.md §4(a)-(b)); LLM-free."""
     return SARAGRetriever.for_dataset(dataset or "", index)
+
+
+def _sa_rag_capped(index: KnowledgeIndex, dataset: str | None = None) -> Retriever:
+    """SA-RAG as :func:`_sa_rag` plus the speed option ``max_edges=2000`` (not in the paper; tuned
+    on MuSiQue, see :data:`~kgrag_plugins.methods.sa_rag.retriever.SPEED_MAX_EDGES`)."""
+    r = SARAGRetriever.for_dataset(dataset or "", index, max_edges=SPEED_MAX_EDGES)
+    r.name = "sa-rag-cap2000"
+    return r
 
 
 #: name -> (factory, build-timing keys the retriever's index parts cost, graph builder it needs).
@@ -49,13 +61,15 @@ RETRIEVERS: dict[str, tuple[Callable[[KnowledgeIndex], Retriever], tuple[str, ..
     "ppr": (PPRRetriever, ("embed_passages_s", "chroma_s", "graph_s"), "mentions"),
     "activation": (ActivationRetriever, ("embed_passages_s", "chroma_s", "graph_s"), "mentions"),
     "sa-rag": (_sa_rag, ("embed_passages_s", "chroma_s", "graph_s"), "mentions"),
+    # the same with the subgraph capped at 2000 triples: a speed option, not the paper's
+    "sa-rag-cap2000": (_sa_rag_capped, ("embed_passages_s", "chroma_s", "graph_s"), "mentions"),
     # KG-Infused RAG with paper defaults and its LLM-free substitutes (METHODS.md §1(e))
     "kg-infused": (KGInfusedRetriever, ("embed_passages_s", "chroma_s", "graph_s"), "mentions"),
     # FRAG on a corpus graph: heuristic router, bi-encoder chain scores, passages of path entities
     "frag": (FRAGRetriever, ("embed_passages_s", "chroma_s", "graph_s"), "mentions"),
 }
 #: Retrievers whose paper defaults depend on the dataset (their factory takes ``dataset=``).
-DATASET_AWARE = {"sa-rag"}
+DATASET_AWARE = {"sa-rag", "sa-rag-cap2000"}
 
 
 K_VALUES = (2, 5)
@@ -89,7 +103,7 @@ def dataset_index(
             if read_manifest(path).get("corpus_hash") == chash:
                 return KnowledgeIndex.open(path, embedder=embedder), True
         except (ValueError, FileNotFoundError) as e:  # damaged cache entry: rebuild it
-            print(f"[kgrag] rebuilding cached index at {path}: {e}")
+            logger.warning("rebuilding cached index at %s: %s", path, e)
     if builder is None:
         index = KnowledgeIndex.build(
             dataset.corpus, path, embedder=embedder, settings={"dataset": dataset.name}, progress=progress
@@ -155,18 +169,22 @@ def run_bench(
     progress: bool = True,
     per_hop: int = 300,
     train_per_hop: int = 1000,
+    labels: str = "dataset",
 ) -> dict[str, Any]:
     """Run ``retrievers`` on ``dataset``; write JSON to ``out`` (if given) and return it.
 
     KGQA datasets (a KG and no corpus, e.g. ``metaqa``) go to
-    :func:`~kgrag_plugins.eval.kgqa.run_kgqa_bench` (``per_hop`` / ``train_per_hop`` apply there)."""
+    :func:`~kgrag_plugins.eval.kgqa.run_kgqa_bench` (``per_hop`` / ``train_per_hop`` and the hop
+    classifier's training ``labels``, ``"dataset"`` or ``"hmin"``, apply there)."""
     if not retrievers:
         raise ValueError("no retrievers given")
     ds0 = load_dataset(dataset, data_dir=data_dir, limit=limit)
     if ds0.corpus is None and ds0.kb_path is not None:
         from .kgqa import run_kgqa_bench
 
-        report = run_kgqa_bench(ds0, retrievers, per_hop=per_hop, train_per_hop=train_per_hop, progress=progress)
+        report = run_kgqa_bench(
+            ds0, retrievers, per_hop=per_hop, train_per_hop=train_per_hop, progress=progress, labels=labels
+        )
         _write(report, out)
         return report
     if ds0.corpus is None:

@@ -7,7 +7,11 @@ are ``{"id", "title", "text"}``. Every field a :class:`Question` has no slot for
 ``Question.metadata`` (e.g. ``candidate_passage_ids``, ``source``, ``qtype``, ``evidences``,
 ``question_decomposition``, ``answers_reachable_in_kb``, ``candidate_paths``).
 
-:func:`load_corpus_jsonl` and :func:`load_questions_jsonl` also work on users' own files.
+:func:`load_corpus_jsonl` and :func:`load_questions_jsonl` also work on users' own files. Files are
+UTF-8 (a leading byte-order mark is accepted); blank lines are ignored. Every problem with a line
+raises :class:`CorpusFormatError` (a ``ValueError``) with a one-line ``"FILE:LINE: reason"`` message:
+bytes that are not UTF-8, invalid JSON, a row that is not an object, a missing or mistyped field,
+a duplicate id.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from ..config import data_dir as default_data_dir
 from ..types import Passage
 
 __all__ = [
+    "CorpusFormatError",
     "Question",
     "Dataset",
     "DATASETS",
@@ -31,6 +36,15 @@ __all__ = [
     "load_corpus_jsonl",
     "load_questions_jsonl",
 ]
+
+
+class CorpusFormatError(ValueError):
+    """A malformed corpus or question file: ``"FILE:LINE: reason"``; ``path`` and ``line`` attributes."""
+
+    def __init__(self, message: str, *, path: str | Path | None = None, line: int | None = None):
+        super().__init__(message)
+        self.path = str(path) if path is not None else None
+        self.line = line
 
 
 @dataclass
@@ -87,77 +101,129 @@ def _missing(path: Path, what: str = "file") -> FileNotFoundError:
 
 
 def _iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(line_number, row)`` for each non-blank line; 1-based line numbers."""
+    """Yield ``(line_number, row)`` for each non-blank line; 1-based line numbers.
+
+    Lines are decoded one at a time so that bad bytes are reported with their line; a UTF-8
+    byte-order mark at the start of the file is skipped.
+    """
     path = Path(path)
     if not path.is_file():
         raise _missing(path)
-    with path.open("r", encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
+
+    def fail(lineno: int, reason: str) -> CorpusFormatError:
+        return CorpusFormatError(f"{path}:{lineno}: {reason}", path=path, line=lineno)
+
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise fail(
+                    lineno,
+                    f"not valid UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1}); "
+                    "re-encode the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)",
+                ) from None
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{lineno}: malformed JSON line: {e}") from None
+                raise fail(lineno, f"malformed JSON line: {e}; write one JSON object per line") from None
+            except (ValueError, RecursionError) as e:  # over-long integers, absurd nesting
+                detail = (str(e).splitlines() or [""])[0][:120]
+                raise fail(lineno, f"malformed JSON line: {type(e).__name__}: {detail}") from None
             if not isinstance(row, dict):
-                raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
+                raise fail(lineno, f"expected a JSON object, got {type(row).__name__}")
             yield lineno, row
+
+
+def _error(where: str, reason: str) -> CorpusFormatError:
+    path, _, line = where.rpartition(":")
+    return CorpusFormatError(f"{where}: {reason}", path=path, line=int(line) if line.isdigit() else None)
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, (str, int, float)) and not isinstance(value, bool)
+
+
+def _id(row: dict[str, Any], where: str, what: str) -> str:
+    value = row.get("id")
+    if value is None or value == "":
+        raise _error(where, f"{what} has no 'id'")
+    if not _scalar(value):
+        raise _error(where, f"{what} field 'id' must be a string, got {type(value).__name__}")
+    return str(value)
 
 
 def _str_list(value: Any, where: str, name: str) -> list[str]:
     if value is None:
         return []
-    if isinstance(value, (str, int, float)):
+    if _scalar(value):
         return [str(value)]
     if isinstance(value, (list, tuple)):
+        bad = next((v for v in value if not _scalar(v)), None)
+        if bad is not None:
+            raise _error(where, f"field {name!r} must hold strings, got a {type(bad).__name__}")
         return [str(v) for v in value]
-    raise ValueError(f"{where}: field {name!r} must be a string or a list, got {type(value).__name__}")
+    raise _error(where, f"field {name!r} must be a string or a list, got {type(value).__name__}")
 
 
 def _hops(value: Any, where: str) -> int | None:
     if value is None or value == "":
         return None
-    if isinstance(value, bool):
-        raise ValueError(f"{where}: field 'hops' must be an integer, got {value!r}")
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, str):
-        m = re.fullmatch(r"\s*(\d+)\s*(?:-?hops?)?\s*", value, flags=re.IGNORECASE)
+        m = re.fullmatch(r"\s*(\d{1,6})\s*(?:-?hops?)?\s*", value, flags=re.IGNORECASE)
         if m:
             return int(m.group(1))
-    raise ValueError(f"{where}: field 'hops' must be an integer, got {value!r}")
+    raise _error(where, f"field 'hops' must be an integer, got {value!r:.60}")
+
+
+def _opt_str(row: dict[str, Any], name: str, where: str) -> str | None:
+    """An optional string field (numbers are accepted and converted)."""
+    value = row.get(name)
+    if value is None or isinstance(value, str):
+        return value
+    if _scalar(value):
+        return str(value)
+    raise _error(where, f"field {name!r} must be a string, got {type(value).__name__}")
 
 
 def load_corpus_jsonl(path: str | Path) -> list[Passage]:
     """Read ``{"id", "title", "text", ...}`` lines into :class:`Passage` objects.
 
     ``title`` defaults to ``""``; extra fields go to ``metadata`` (a ``metadata`` object is merged
-    in). Raises ``ValueError`` naming file and line for malformed JSON, a missing ``id``/``text`` or
-    a duplicate id, ``FileNotFoundError`` if the file is missing.
+    in). Empty texts are kept (index builds skip them with a warning). Raises
+    :class:`CorpusFormatError` (``"FILE:LINE: reason"``) for bytes that are not UTF-8, malformed
+    JSON, a missing or mistyped ``id``/``text``/``title``/``metadata`` or a duplicate id;
+    ``FileNotFoundError`` if the file is missing.
     """
     path = Path(path)
     passages: list[Passage] = []
     seen: dict[str, int] = {}
     for lineno, row in _iter_jsonl(path):
         where = f"{path}:{lineno}"
-        if row.get("id") in (None, ""):
-            raise ValueError(f"{where}: passage has no 'id'")
-        pid = str(row["id"])
+        pid = _id(row, where, "passage")
         text = row.get("text")
         if text is None:
-            raise ValueError(f"{where}: passage {pid!r} has no 'text'")
+            raise _error(where, f"passage {pid!r} has no 'text'")
         if not isinstance(text, str):
-            raise ValueError(f"{where}: passage {pid!r}: 'text' must be a string")
+            raise _error(where, f"passage {pid!r}: field 'text' must be a string, got {type(text).__name__}")
         if pid in seen:
-            raise ValueError(f"{where}: duplicate passage id {pid!r} (first on line {seen[pid]})")
+            raise _error(where, f"duplicate passage id {pid!r} (first on line {seen[pid]}); ids must be unique")
         seen[pid] = lineno
-        title = row.get("title") or ""
+        title = _opt_str(row, "title", where) or ""
+        meta = row.get("metadata")
+        if meta is not None and not isinstance(meta, dict):
+            raise _error(where, f"passage {pid!r}: field 'metadata' must be an object, got {type(meta).__name__}")
         metadata = {k: v for k, v in row.items() if k not in ("id", "title", "text", "metadata")}
-        if isinstance(row.get("metadata"), dict):
-            metadata.update(row["metadata"])
-        passages.append(Passage(id=pid, text=text, title=str(title), metadata=metadata))
+        metadata.update(meta or {})
+        passages.append(Passage(id=pid, text=text, title=title, metadata=metadata))
     return passages
 
 
@@ -178,21 +244,20 @@ def load_questions_jsonl(path: str | Path) -> list[Question]:
 
     Required: ``id``, ``question``, ``answers`` (a list, or one string which becomes a 1-element
     list; an ``answer`` field is accepted when ``answers`` is absent). ``hops`` is normalised to
-    ``int`` (``"2"`` / ``"2hop"`` accepted). Unknown fields go to ``metadata``. Raises ``ValueError``
-    naming file and line for malformed rows or duplicate ids.
+    ``int`` (``"2"`` / ``"2hop"`` accepted). Unknown fields go to ``metadata``. Raises
+    :class:`CorpusFormatError` (``"FILE:LINE: reason"``) for undecodable or malformed rows,
+    mistyped fields or duplicate ids.
     """
     path = Path(path)
     questions: list[Question] = []
     seen: dict[str, int] = {}
     for lineno, row in _iter_jsonl(path):
         where = f"{path}:{lineno}"
-        if row.get("id") in (None, ""):
-            raise ValueError(f"{where}: question has no 'id'")
-        qid = str(row["id"])
+        qid = _id(row, where, "question")
         if not isinstance(row.get("question"), str):
-            raise ValueError(f"{where}: question {qid!r} has no 'question' string")
+            raise _error(where, f"question {qid!r} has no 'question' string")
         if qid in seen:
-            raise ValueError(f"{where}: duplicate question id {qid!r} (first on line {seen[qid]})")
+            raise _error(where, f"duplicate question id {qid!r} (first on line {seen[qid]}); ids must be unique")
         seen[qid] = lineno
         extra = {k: v for k, v in row.items() if k not in _QUESTION_FIELDS}
         if "answers" in row:
@@ -200,8 +265,7 @@ def load_questions_jsonl(path: str | Path) -> list[Question]:
         elif "answer" in row:
             answers = _str_list(extra.pop("answer"), where, "answer")
         else:
-            raise ValueError(f"{where}: question {qid!r} has no 'answers'")
-        topic = row.get("topic_entity")
+            raise _error(where, f"question {qid!r} has no 'answers'")
         questions.append(
             Question(
                 id=qid,
@@ -210,8 +274,8 @@ def load_questions_jsonl(path: str | Path) -> list[Question]:
                 supporting_passage_ids=_str_list(row.get("supporting_passage_ids"), where, "supporting_passage_ids"),
                 supporting_titles=_str_list(row.get("supporting_titles"), where, "supporting_titles"),
                 hops=_hops(row.get("hops"), where),
-                type=str(row.get("type") or ""),
-                topic_entity=str(topic) if topic is not None else None,
+                type=_opt_str(row, "type", where) or "",
+                topic_entity=_opt_str(row, "topic_entity", where),
                 metadata=extra,
             )
         )

@@ -7,8 +7,12 @@ Answer metrics (per question; callers average with :func:`mean`):
   **maximum over gold aliases** (``metric_max_over_ground_truths`` in the SQuAD script, also used by
   HotpotQA / MuSiQue / HippoRAG). Note: KG-Infused RAG's released scorer compares the prediction with
   the *last* gold alias only; we deliberately take the max, which can only score higher.
-* :func:`accuracy` - "Acc" of KG-Infused RAG and PopQA (Mallen et al., 2023; Self-RAG / KG-Infused RAG
-  eval code): 1.0 if any normalised gold answer is a substring of the normalised prediction.
+* :func:`accuracy` (reported as ``acc``) - substring accuracy after SQuAD normalisation: 1.0 if any
+  normalised gold answer is a substring of the normalised prediction (PopQA / Self-RAG style).
+* :func:`accuracy_raw` (reported as ``acc_raw``) - KG-Infused RAG's own "Acc" (METHODS.md §1(f),
+  ``kg_infused_rag/utils/eval.py``): any gold alias, lower-cased, is a substring of the lower-cased
+  prediction, with no other normalisation. Use it to compare with KG-Infused RAG's tables.
+* :func:`answer_scores` - ``{"em", "f1", "acc", "acc_raw"}`` of one prediction, for answer benches.
 * :func:`hits_at_1` - KGQA Hits@1 as computed by RoG / FRAG / GNN-RAG (``eval_hit``): the top prediction
   counts as a hit if any normalised gold is a substring of it.
 
@@ -37,6 +41,8 @@ __all__ = [
     "exact_match",
     "f1_score",
     "accuracy",
+    "accuracy_raw",
+    "answer_scores",
     "recall_at_k",
     "answer_recall_at_k",
     "hits_at_1",
@@ -107,9 +113,10 @@ def f1_score(prediction: str, golds: str | list[str]) -> float:
 
 
 def accuracy(prediction: str, golds: str | list[str]) -> float:
-    """Substring accuracy (PopQA / Self-RAG / KG-Infused RAG "Acc").
+    """Substring accuracy after SQuAD normalisation (``acc``; PopQA / Self-RAG style).
 
-    1.0 if any normalised gold is a substring of the normalised prediction. Golds that normalise
+    1.0 if any normalised gold is a substring of the normalised prediction. KG-Infused RAG's
+    "Acc" does not normalise beyond lower-casing: that is :func:`accuracy_raw` (``acc_raw``). Golds that normalise
     to the empty string (e.g. ``"the"``) are ignored, since they would match anything. The match is
     character-level, as in the original code (gold ``"art"`` matches prediction ``"martin"``).
     """
@@ -119,6 +126,28 @@ def accuracy(prediction: str, golds: str | list[str]) -> float:
         if ng and ng in pred:
             return 1.0
     return 0.0
+
+
+def accuracy_raw(prediction: str, golds: str | list[str]) -> float:
+    """KG-Infused RAG's "Acc" (METHODS.md §1(f)): 1.0 if any gold alias, lower-cased, is a
+    substring of the lower-cased prediction. No other normalisation: punctuation and articles
+    count (gold ``"U.S."`` does not match ``"US Army"``; gold ``"The Beatles"`` does not match
+    ``"Beatles"``), unlike :func:`accuracy`. Empty gold strings are ignored (they would match
+    anything). Raises ``ValueError`` when ``golds`` is empty.
+    """
+    pred = str(prediction).lower()
+    return float(any(g and g.lower() in pred for g in _gold_list(golds)))
+
+
+def answer_scores(prediction: str, golds: str | list[str]) -> dict[str, float]:
+    """``em`` / ``f1`` (SQuAD, max over aliases), ``acc`` (normalised substring, :func:`accuracy`)
+    and ``acc_raw`` (KG-Infused RAG's lower-case substring, :func:`accuracy_raw`) of one prediction."""
+    return {
+        "em": exact_match(prediction, golds),
+        "f1": f1_score(prediction, golds),
+        "acc": accuracy(prediction, golds),
+        "acc_raw": accuracy_raw(prediction, golds),
+    }
 
 
 def _check_k(k: int) -> None:

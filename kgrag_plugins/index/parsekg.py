@@ -215,22 +215,22 @@ class ParseKG:
             meta = json.loads((d / "parsekg.json").read_text(encoding="utf-8"))
             with np.load(d / "parsekg.npz") as z:
                 arrays = {k: z[k] for k in z.files}
+            kg._passage_ids = meta["passage_ids"]
+            kg._pidx = {p: i for i, p in enumerate(kg._passage_ids)}
+            kg._sent_text = meta["sentences"]
+            kg._hyper = meta["hyperrelations"]
+            kg._hidx = {h: i for i, h in enumerate(kg._hyper)}
+            kg._ents = meta["entities"]
+            kg._eidx = {e: i for i, e in enumerate(kg._ents)}
+            kg._sent_passage = array("i", arrays["sent_passage"].astype(np.int32).tobytes())
+            kg._sent_hyper = array("i", arrays["sent_hyper"].astype(np.int32).tobytes())
+            kg._role_sent = array("i", arrays["role_sent"].astype(np.int32).tobytes())
+            kg._role_ent = array("i", arrays["role_ent"].astype(np.int32).tobytes())
+            kg._role = array("b", arrays["role"].astype(np.int8).tobytes())
         except FileNotFoundError as e:
             raise ValueError(f"ParseKG in {d} is incomplete: missing {Path(e.filename).name}") from e
-        except (ValueError, KeyError, json.JSONDecodeError) as e:
-            raise ValueError(f"ParseKG in {d} is corrupt: {e}") from e
-        kg._passage_ids = meta["passage_ids"]
-        kg._pidx = {p: i for i, p in enumerate(kg._passage_ids)}
-        kg._sent_text = meta["sentences"]
-        kg._hyper = meta["hyperrelations"]
-        kg._hidx = {h: i for i, h in enumerate(kg._hyper)}
-        kg._ents = meta["entities"]
-        kg._eidx = {e: i for i, e in enumerate(kg._ents)}
-        kg._sent_passage = array("i", arrays["sent_passage"].astype(np.int32).tobytes())
-        kg._sent_hyper = array("i", arrays["sent_hyper"].astype(np.int32).tobytes())
-        kg._role_sent = array("i", arrays["role_sent"].astype(np.int32).tobytes())
-        kg._role_ent = array("i", arrays["role_ent"].astype(np.int32).tobytes())
-        kg._role = array("b", arrays["role"].astype(np.int8).tobytes())
+        except (ValueError, KeyError, TypeError, RecursionError) as e:  # JSONDecodeError is a ValueError
+            raise ValueError(f"ParseKG in {d} is corrupt: {type(e).__name__}: {e}") from e
         return kg
 
     def __repr__(self) -> str:

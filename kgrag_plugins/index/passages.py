@@ -19,6 +19,7 @@ import numpy as np
 
 from ..config import env
 from ..types import Passage
+from .errors import IndexCorruptError
 
 #: HNSW settings: ef_search well above k keeps Chroma's ANN search effectively exact at
 #: corpus sizes of a few thousand to a few hundred thousand passages.
@@ -132,33 +133,56 @@ class PassageStore:
 
     @classmethod
     def load(cls, directory: str | Path, chroma_info: dict[str, Any]) -> "PassageStore":
-        """Reopen a store written by :meth:`create` with a ``directory``."""
+        """Reopen a store written by :meth:`create` with a ``directory``.
+
+        A damaged or inconsistent file raises :class:`~.errors.IndexCorruptError` naming it.
+        """
         import bm25s
 
         d = Path(directory)
-        passages = []
-        with open(d / "passages.jsonl", encoding="utf-8") as f:
-            for line in f:
-                if line.strip():
-                    passages.append(Passage.from_dict(json.loads(line)))
-        vectors = np.load(d / "vectors.npy")
-        mode = chroma_info.get("mode")
-        if mode == "http":
-            client = chroma_client(url=chroma_info["url"])
-        elif mode == "embedded":
-            client = chroma_client(d / "chroma")
-        else:
-            raise ValueError(f"cannot reopen a passage store with Chroma mode {mode!r}")
+        fix = "rebuild the index with `kgrag index` (or restore it from a backup)"
+        passages = _read_passages(d / "passages.jsonl", fix)
+        vpath = d / "vectors.npy"
         try:
-            collection = client.get_collection(chroma_info["collection"], embedding_function=None)
-        except Exception as e:  # chromadb raises NotFoundError / ValueError depending on version
-            raise ValueError(f"Chroma collection {chroma_info['collection']!r} not found ({mode} mode): {e}") from e
-        if collection.count() != len(passages):
-            raise ValueError(
-                f"Chroma collection {chroma_info['collection']!r} holds {collection.count()} vectors "
-                f"but the index has {len(passages)} passages; rebuild the index"
+            vectors = np.load(vpath, allow_pickle=False)
+        except FileNotFoundError:
+            raise IndexCorruptError(f"{vpath} is missing; {fix}") from None
+        except (OSError, ValueError, EOFError) as e:
+            raise IndexCorruptError(f"{vpath} is not a valid .npy array ({_short(e)}); {fix}") from None
+        if vectors.ndim != 2 or len(vectors) != len(passages) or not np.issubdtype(vectors.dtype, np.floating):
+            raise IndexCorruptError(
+                f"{vpath} has shape {vectors.shape} ({vectors.dtype}) but {d / 'passages.jsonl'} holds "
+                f"{len(passages)} passages (expected {len(passages)} float rows); {fix}"
             )
-        bm25 = bm25s.BM25.load(str(d / "bm25")) if passages else None
+        mode = chroma_info.get("mode")
+        if mode not in ("http", "embedded"):
+            raise ValueError(f"cannot reopen a passage store with Chroma mode {mode!r}")
+        where = chroma_info.get("url") if mode == "http" else d / "chroma" / "chroma.sqlite3"
+        if mode == "embedded" and not (d / "chroma" / "chroma.sqlite3").is_file():
+            raise IndexCorruptError(f"{where} is missing; {fix}")
+        try:
+            client = chroma_client(url=chroma_info["url"]) if mode == "http" else chroma_client(d / "chroma")
+            collection = client.get_collection(chroma_info["collection"], embedding_function=None)
+            count = collection.count()
+        except Exception as e:  # chromadb raises NotFoundError / ValueError / InternalError
+            if mode == "http" and not _is_not_found(e):
+                raise ValueError(f"cannot reach the Chroma server at {where}: {_short(e)}") from e
+            if _is_not_found(e):
+                why = f"Chroma collection {chroma_info['collection']!r} not found in {where}"
+            else:
+                why = f"{where} is not a readable Chroma database"
+            raise IndexCorruptError(f"{why} ({_short(e)}); {fix}") from None
+        if count != len(passages):
+            raise IndexCorruptError(
+                f"Chroma collection {chroma_info['collection']!r} in {where} holds {count} vectors "
+                f"but the index has {len(passages)} passages; {fix}"
+            )
+        bm25 = None
+        if passages:
+            try:
+                bm25 = bm25s.BM25.load(str(d / "bm25"))
+            except Exception as e:  # missing or truncated bm25s files
+                raise IndexCorruptError(f"{d / 'bm25'} cannot be loaded ({_short(e)}); {fix}") from None
         return cls(passages, vectors, collection, bm25, dict(chroma_info))
 
     def drop_collection(self) -> None:
@@ -257,3 +281,32 @@ def _add_batched(client: Any, collection: Any, passages: list[Passage], vectors:
             documents=[p.text for p in chunk],
             metadatas=[{"title": p.title or ""} for p in chunk],
         )
+
+
+def _short(e: BaseException) -> str:
+    """An exception as one short line."""
+    text = " ".join(str(e).split()) or type(e).__name__
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def _is_not_found(e: BaseException) -> bool:
+    return "NotFound" in type(e).__name__ or "does not exist" in str(e)
+
+
+def _read_passages(path: Path, fix: str) -> list[Passage]:
+    """``passages.jsonl``, with a one-line error naming the file and line when damaged."""
+    passages = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    passages.append(Passage.from_dict(json.loads(line)))
+                except (ValueError, TypeError, KeyError, AttributeError) as e:
+                    raise IndexCorruptError(f"{path} line {n} is not a passage record ({_short(e)}); {fix}") from None
+    except FileNotFoundError:
+        raise IndexCorruptError(f"{path} is missing; {fix}") from None
+    except UnicodeDecodeError as e:
+        raise IndexCorruptError(f"{path} is not UTF-8 text ({_short(e)}); {fix}") from None
+    return passages

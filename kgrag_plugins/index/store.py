@@ -11,7 +11,18 @@ Layout of an index directory::
 
 Saving writes a complete new generation next to the old one and then atomically replaces
 ``manifest.json`` (``os.replace``); only then is the old generation removed. A build that
-fails or is killed midway therefore never touches the index a reader opens.
+fails or is killed midway therefore never touches the index a reader opens; one that runs out
+of disk space raises :class:`IndexWriteError` and leaves no debris.
+
+Concurrency (protocol in :mod:`.lock`): writers hold ``DIR/.lock`` (``fcntl.flock``) from
+reading the live state to the manifest switch, so they serialise and none loses another's
+work: ``add_passages``/``delete_passages`` on an index opened earlier first reload the newest
+generation under the lock and apply the change to it (the object then shows the merged
+state), while ``build``/``save`` replace the whole index (last writer wins). A reader leases
+the generation it opened (shared flock on ``gen-<id>/.lease``) until :meth:`KnowledgeIndex.close`
+or garbage collection; writers delete only unleased old generations, and ``open`` retries
+when the generation its manifest named vanished before it could lease it. Damaged files raise
+:class:`IndexCorruptError` naming the file and the fix.
 
 Graph vectors are lazy: entity vectors (``"name: description"``) cost as much as embedding
 the corpus again for a mentions graph (tens of thousands of entities), so they are computed on
@@ -20,29 +31,53 @@ first use (or at build with ``entity_vectors=True``) and then stored in the live
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import errno
 import hashlib
 import json
+import logging
 import os
 import shutil
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
 from .._version import __version__
-from ..config import INDEX_FORMAT_VERSION, env
+from ..config import INDEX_FORMAT_VERSION
 from ..models.embed import Embedder, default_embedder
 from ..types import Passage
 from .builders import run_builder
+from .errors import IndexCorruptError, IndexLockedError, IndexWriteError, is_disk_full
 from .graph import KnowledgeGraph
+from .lock import Lease, WriterLock, collect_generations, create_lease_file, read_json
+from .manifest import FIX as _FIX
+from .manifest import MANIFEST, read_manifest
+from .manifest import atomic_write_text as _atomic_write_text
+from .manifest import drop_generation_collection as _drop_generation_collection
+from .manifest import load_optional as _load_optional
+from .manifest import one_line as _one_line
+from .manifest import peek_generation as _peek_generation
 from .parsekg import ParseKG
 from .passages import PassageStore
 
-MANIFEST = "manifest.json"
+#: ``open`` re-reads the manifest at most this many times when its generation vanishes.
+OPEN_ATTEMPTS = 50
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "IndexCorruptError",
+    "IndexLockedError",
+    "IndexMismatchError",
+    "IndexWriteError",
+    "KnowledgeIndex",
+    "corpus_hash",
+    "read_manifest",
+]
 
 
 class IndexMismatchError(ValueError):
@@ -55,26 +90,6 @@ def corpus_hash(passages: Iterable[Passage]) -> str:
     for p in sorted(passages, key=lambda p: p.id):
         h.update(f"{p.id}\x1f{p.title}\x1f{p.text}\x1e".encode("utf-8"))
     return h.hexdigest()[:16]
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def read_manifest(path: str | Path) -> dict[str, Any]:
-    """The manifest of an index directory, with a clear error when it is not one."""
-    p = Path(path) / MANIFEST
-    if not p.is_file():
-        raise FileNotFoundError(f"{Path(path)} is not a kgrag index (no {MANIFEST}); build one with `kgrag index`")
-    try:
-        return json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{p} is corrupt: {e}") from e
 
 
 class KnowledgeIndex:
@@ -103,6 +118,10 @@ class KnowledgeIndex:
         self._relation_vectors = relation_vectors
         self._triple_vectors: np.ndarray | None = None
         self.parsekg = parsekg
+        self._lease: Lease | None = None  # reader's hold on its generation (see .lock)
+        #: Change counter: +1 each time the in-memory index changes (``add_passages``,
+        #: ``delete_passages``); retrievers compare it to rebuild derived state (``methods/base.py``).
+        self.revision = 0
 
     # ------------------------------------------------------------------ build
     @classmethod
@@ -179,6 +198,7 @@ class KnowledgeIndex:
             "corpus_hash": corpus_hash(passages),
             "builder": builder,
             "build_stats": build_stats,
+            "passage_stats": passages.stats() if hasattr(passages, "stats") else {},
             "settings": dict(settings or {}),
             "timings": timings,
         }
@@ -205,40 +225,58 @@ class KnowledgeIndex:
         chroma_url: str | None,
         progress: bool,
         parsekg: ParseKG | None = None,
+        collect: bool = True,
     ) -> "KnowledgeIndex":
+        """Write a complete generation under the writer lock, switch the manifest to it, and
+        (with ``collect``) delete the generations no reader holds. Disk full -> IndexWriteError."""
         root.mkdir(parents=True, exist_ok=True)
-        old = read_manifest(root) if (root / MANIFEST).is_file() else None
-        gen = f"gen-{uuid.uuid4().hex[:12]}"
-        gdir = root / gen
-        try:
-            store = PassageStore.create(passages, vectors, gdir / "passages", chroma_url=chroma_url, progress=progress)
-            manifest["timings"].update(store.build_timings)
-            graph.save(gdir / "graph")
-            if parsekg is not None:
-                parsekg.save(gdir / "parsekg")
-            if ent_vecs is not None:
-                np.save(gdir / "entity_vectors.npy", ent_vecs)
-            if rel_vecs is not None:
-                np.save(gdir / "relation_vectors.npy", rel_vecs)
-            manifest.update(
-                generation=gen,
-                counts=_counts(store, graph, parsekg),
-                chroma=store.chroma_info,
-                created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            )
-            _atomic_write_text(root / MANIFEST, json.dumps(manifest, indent=2))
-        except BaseException:
-            if "store" in locals() and store.chroma_info.get("mode") == "http":
-                store.drop_collection()
-            shutil.rmtree(gdir, ignore_errors=True)
-            raise
-        # The new generation is live; clear out the old one and any debris of killed builds.
-        if old and old.get("chroma", {}).get("mode") == "http":
-            _drop_http_collection(old["chroma"])
-        for stale in root.glob("gen-*"):
-            if stale.name != gen:
-                shutil.rmtree(stale, ignore_errors=True)
-        return cls(store, graph, embedder, manifest, root, ent_vecs, rel_vecs, parsekg)
+        with WriterLock(root):
+            old = read_json(root / MANIFEST)  # record the live generation's Chroma for its clean-up
+            if old and isinstance(old.get("chroma"), dict) and isinstance(old.get("generation"), str):
+                odir = root / old["generation"]
+                if odir.is_dir() and not (odir / "chroma.json").exists():
+                    _atomic_write_text(odir / "chroma.json", json.dumps(old["chroma"]))
+            gen = f"gen-{uuid.uuid4().hex[:12]}"
+            gdir = root / gen
+            try:
+                create_lease_file(gdir)
+                store = PassageStore.create(
+                    passages, vectors, gdir / "passages", chroma_url=chroma_url, progress=progress
+                )
+                manifest["timings"].update(store.build_timings)
+                _atomic_write_text(gdir / "chroma.json", json.dumps(store.chroma_info))
+                graph.save(gdir / "graph")
+                if parsekg is not None:
+                    parsekg.save(gdir / "parsekg")
+                if ent_vecs is not None:
+                    np.save(gdir / "entity_vectors.npy", ent_vecs)
+                if rel_vecs is not None:
+                    np.save(gdir / "relation_vectors.npy", rel_vecs)
+                manifest.update(
+                    generation=gen,
+                    counts=_counts(store, graph, parsekg),
+                    chroma=store.chroma_info,
+                    created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                )
+                lease = Lease.acquire(gdir)
+                _atomic_write_text(root / MANIFEST, json.dumps(manifest, indent=2))
+            except BaseException as e:
+                if "store" in locals() and store.chroma_info.get("mode") == "http":
+                    store.drop_collection()
+                shutil.rmtree(gdir, ignore_errors=True)
+                if isinstance(e, Exception) and is_disk_full(e):
+                    raise IndexWriteError(
+                        errno.ENOSPC,
+                        f"no space left on the device of {root} while writing a new generation "
+                        f"({type(e).__name__}: {' '.join(str(e).split())[:160]}); free disk space and retry. "
+                        "The previous index is unchanged and still opens",
+                    ) from e
+                raise
+            new = cls(store, graph, embedder, manifest, root, ent_vecs, rel_vecs, parsekg)
+            new._lease = lease
+            if collect:  # the new generation is live: remove old ones no reader holds, and debris
+                collect_generations(root, gen, _drop_generation_collection)
+        return new
 
     def save(self, path: str | Path) -> "KnowledgeIndex":
         """Write this index to ``path`` atomically and return the saved index (reopened there)."""
@@ -264,7 +302,33 @@ class KnowledgeIndex:
     def open(cls, path: str | Path, *, embedder: Embedder | None = None) -> "KnowledgeIndex":
         """Open a saved index; fail clearly if it was built with another embedder or format."""
         root = Path(path)
-        manifest = read_manifest(root)
+        for attempt in range(OPEN_ATTEMPTS):
+            manifest = read_manifest(root)
+            embedder = embedder or default_embedder()
+            cls._check_compatible(root, manifest, embedder)
+            gdir = root / manifest["generation"]
+            lease = Lease.acquire(gdir)
+            if lease is None:  # deleted by a writer after we read the manifest, or damaged
+                again = _peek_generation(root)
+                if again == manifest["generation"]:
+                    raise IndexCorruptError(
+                        f"{root} is damaged: generation directory {gdir.name} named by {MANIFEST} is missing; {_FIX}"
+                    )
+                time.sleep(min(0.001 * 2**attempt, 0.05))
+                continue
+            try:
+                index = cls._load(root, gdir, manifest, embedder)
+            except BaseException:
+                lease.close()
+                raise
+            index._lease = lease
+            return index
+        raise IndexCorruptError(  # pragma: no cover - needs a writer switching generations non-stop
+            f"{root}: {MANIFEST} named a vanished generation {OPEN_ATTEMPTS} times in a row; retry the open"
+        )
+
+    @staticmethod
+    def _check_compatible(root: Path, manifest: dict[str, Any], embedder: Embedder) -> None:
         version = manifest.get("format_version")
         if version != INDEX_FORMAT_VERSION:
             raise IndexMismatchError(
@@ -272,22 +336,52 @@ class KnowledgeIndex:
                 f"{INDEX_FORMAT_VERSION}; rebuild it with `kgrag index`"
             )
         want = manifest.get("embedder", {})
-        embedder = embedder or default_embedder()
         if want.get("name") != embedder.name or int(want.get("dim", -1)) != int(embedder.dim):
             raise IndexMismatchError(
                 f"{root} was built with embedder {want.get('name')!r} (dim {want.get('dim')}), "
                 f"but {embedder.name!r} (dim {embedder.dim}) was given; open it with the same "
                 "embedder or rebuild the index"
             )
-        gdir = root / manifest["generation"]
-        if not gdir.is_dir():
-            raise ValueError(f"{root} is damaged: generation directory {gdir.name} is missing")
+
+    @classmethod
+    def _load(cls, root: Path, gdir: Path, manifest: dict[str, Any], embedder: Embedder) -> "KnowledgeIndex":
+        """Read one (leased) generation; a damaged file raises IndexCorruptError naming it."""
         store = PassageStore.load(gdir / "passages", manifest["chroma"])
-        graph = KnowledgeGraph.load(gdir / "graph")
-        ent = np.load(gdir / "entity_vectors.npy") if (gdir / "entity_vectors.npy").is_file() else None
-        rel = np.load(gdir / "relation_vectors.npy") if (gdir / "relation_vectors.npy").is_file() else None
-        pkg = ParseKG.load(gdir / "parsekg") if (gdir / "parsekg").is_dir() else None
+        if store.vectors.shape[1] != embedder.dim:
+            raise IndexCorruptError(
+                f"{gdir / 'passages' / 'vectors.npy'} has {store.vectors.shape[1]} columns but the "
+                f"embedder {embedder.name!r} has dim {embedder.dim}; {_FIX}"
+            )
+        try:
+            graph = KnowledgeGraph.load(gdir / "graph")
+        except IndexCorruptError:
+            raise
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
+            why = _one_line(e) if str(gdir / "graph") in str(e) else f"{gdir / 'graph'} cannot be read ({_one_line(e)})"
+            raise IndexCorruptError(f"{why}; {_FIX}") from None
+        ent = _load_optional(gdir / "entity_vectors.npy", graph.num_entities)
+        rel = _load_optional(gdir / "relation_vectors.npy", len(graph.relations))
+        try:
+            pkg = ParseKG.load(gdir / "parsekg") if (gdir / "parsekg").is_dir() else None
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
+            raise IndexCorruptError(
+                f"ParseKG tables in {gdir / 'parsekg'} cannot be read ({_one_line(e)}); {_FIX}"
+            ) from None
         return cls(store, graph, embedder, manifest, root, ent, rel, pkg)
+
+    def close(self) -> None:
+        """Release this object's hold on its generation so writers may delete it once
+        superseded (also done when the object is garbage collected). The object stays usable
+        for in-memory data, but dense search may fail once its generation is deleted."""
+        lease = self.__dict__.get("_lease")
+        if lease is not None:
+            lease.close()
+
+    def __enter__(self) -> "KnowledgeIndex":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     # ------------------------------------------------------------------ helpers
     def embed_query(self, text: str) -> np.ndarray:
@@ -359,8 +453,12 @@ class KnowledgeIndex:
         if gdir is None:
             return
         tmp = gdir / f".{name}.{uuid.uuid4().hex[:8]}.tmp.npy"
-        np.save(tmp, arr)
-        os.replace(tmp, gdir / name)
+        try:
+            np.save(tmp, arr)
+            os.replace(tmp, gdir / name)
+        except OSError as e:  # a cache only: keep the array in memory and go on
+            tmp.unlink(missing_ok=True)
+            log.warning("could not store %s in %s (%s); it is kept in memory only", name, gdir, e)
 
     # ------------------------------------------------------------------ incremental updates
     def add_passages(self, passages: Sequence[Passage], *, llm: Any = None, progress: bool = True) -> dict[str, Any]:
@@ -368,9 +466,15 @@ class KnowledgeIndex:
 
         The graph is extended with the builder the index was built with (none for a curated
         KG: new passages are then only searchable as text). With a path the result is written
-        as a new generation atomically. Returns counts of what was added.
+        as a new generation atomically, under the writer lock and on top of the newest
+        generation on disk (this object is first reloaded if another writer saved since).
+        Returns counts of what was added.
         """
         new = _check_passages(passages)
+        with self._writing():
+            return self._add(new, llm, progress)
+
+    def _add(self, new: list[Passage], llm: Any, progress: bool) -> dict[str, Any]:
         clash = sorted({p.id for p in new} & set(self.passages.ids))
         if clash:
             raise ValueError(f"passage id(s) already in the index: {clash[:5]}{' ...' if len(clash) > 5 else ''}")
@@ -409,8 +513,41 @@ class KnowledgeIndex:
 
         Links go; triples whose every source passage is deleted go; entities no remaining
         passage mentions go (with their triples and vectors). Unknown ids raise ``KeyError``.
+        Like :meth:`add_passages`, applied under the writer lock to the newest generation.
         """
-        ids = list(dict.fromkeys(ids))
+        with self._writing():
+            return self._delete(list(dict.fromkeys(ids)), progress)
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Hold the writer lock and bring this object up to the newest generation on disk."""
+        if self.path is None:
+            yield
+            return
+        with WriterLock(self.path):
+            current = _peek_generation(self.path)
+            if current is not None and current != self.manifest.get("generation"):
+                log.info(
+                    "%s: generation %s was replaced by %s; reloading before writing",
+                    self.path,
+                    self.manifest.get("generation"),
+                    current,
+                )
+                latest = KnowledgeIndex.open(self.path, embedder=self.embedder)
+                rev = self.__dict__.get("revision")
+                self._adopt(latest)
+                if isinstance(rev, int):
+                    self.revision = rev + 1
+            yield
+
+    def _adopt(self, other: "KnowledgeIndex") -> None:
+        """Become ``other`` (releasing this object's old generation lease)."""
+        old = self.__dict__.get("_lease")
+        self.__dict__.update(other.__dict__)
+        if old is not None and old is not self._lease:
+            old.close()
+
+    def _delete(self, ids: list[str], progress: bool) -> dict[str, Any]:
         known = set(self.passages.ids)
         unknown = [i for i in ids if i not in known]
         if unknown:
@@ -444,9 +581,26 @@ class KnowledgeIndex:
             manifest.update(counts=_counts(store, graph, parsekg), chroma=store.chroma_info)
             new = KnowledgeIndex(store, graph, self.embedder, manifest, None, ent, None, parsekg)
         else:
-            new = self._write_generation(
-                self.path, passages, vectors, graph, self.embedder, manifest, ent, None, url, progress, parsekg
-            )
+            with WriterLock(self.path):
+                new = self._write_generation(
+                    self.path,
+                    passages,
+                    vectors,
+                    graph,
+                    self.embedder,
+                    manifest,
+                    ent,
+                    None,
+                    url,
+                    progress,
+                    parsekg,
+                    collect=False,
+                )
+                new.revision = self.revision + 1
+                self._adopt(new)
+                collect_generations(self.path, self.manifest["generation"], _drop_generation_collection)
+            return
+        new.revision = self.revision + 1
         self.__dict__.update(new.__dict__)
 
     def __repr__(self) -> str:
@@ -477,20 +631,10 @@ def _timed_embed(embedder: Embedder, passages: Sequence[Passage], progress: bool
 
 
 def _check_passages(passages: Iterable[Passage], allow_empty: bool = False) -> list[Passage]:
-    """A list of passages with unique, non-empty ids (non-empty unless ``allow_empty``)."""
-    passages = list(passages)
-    if not passages and not allow_empty:
-        raise ValueError("cannot build an index from an empty corpus")
-    seen: set[str] = set()
-    for i, p in enumerate(passages):
-        if not isinstance(p, Passage):
-            raise TypeError(f"item {i} is a {type(p).__name__}, not a Passage")
-        if not p.id:
-            raise ValueError(f"passage {i} has an empty id")
-        if p.id in seen:
-            raise ValueError(f"duplicate passage id {p.id!r} (item {i})")
-        seen.add(p.id)
-    return passages
+    """The indexable passages (empty ones skipped with a WARNING); see :mod:`.validate`."""
+    from .validate import validate_passages
+
+    return validate_passages(passages, allow_empty=allow_empty)
 
 
 def _entity_text(graph: KnowledgeGraph, row: int) -> str:
@@ -508,12 +652,3 @@ def _entity_vectors(
     ent = embedder.embed([_entity_text(graph, i) for i in range(graph.num_entities)], progress=progress)
     timings["embed_entities_s"] = time.perf_counter() - t0
     return ent
-
-
-def _drop_http_collection(info: dict[str, Any]) -> None:
-    from .passages import chroma_client
-
-    try:
-        chroma_client(url=info.get("url") or env("CHROMA_URL")).delete_collection(info["collection"])
-    except Exception:  # server gone or collection already removed: nothing to clean
-        pass

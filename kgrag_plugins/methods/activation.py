@@ -302,8 +302,6 @@ class ActivationRetriever(Retriever):
         tol: float = 1e-6,
         max_facts: int = 10,
     ) -> None:
-        from ..index.builders.linking import NameIndex
-
         if index.graph.num_entities == 0:
             raise ValueError(
                 "ActivationRetriever needs an index with a knowledge graph linked to its passages "
@@ -322,7 +320,13 @@ class ActivationRetriever(Retriever):
         self.max_iter = max_iter
         self.tol = tol
         self.max_facts = max_facts
-        self._names = NameIndex.from_graph(index.graph)
+        self._refresh()
+
+    def _refresh(self) -> None:
+        """(Re)build the name index and the entity+passage transition matrix from the index."""
+        from ..index.builders.linking import NameIndex
+
+        self._names = NameIndex.from_graph(self.index.graph)
         self._build_matrix()
 
     def _build_matrix(self) -> None:

@@ -1,30 +1,56 @@
-"""Answer generation from Evidence with any LLM (used by the demo and the plug-ins)."""
+"""Answer generation from Evidence with any LLM (used by the demo and the plug-ins).
+
+The evidence goes inside ``<passages>`` / ``<facts>`` data blocks and the system prompt says
+that delimited text is data (:mod:`kgrag_plugins.models.prompting`)."""
 
 from __future__ import annotations
 
 from ..models.llm import LLM
+from ..models.prompting import DATA_NOTICE, data_block
+from ..models.replies import check_text, complete_validated, first_line
 from ..types import Answer, Evidence
 
 ANSWER_SYSTEM = (
     "You answer questions using the given evidence. Reply with a short answer only "
-    "(an entity, date, number or short phrase), no explanation."
+    "(an entity, date, number or short phrase), no explanation. " + DATA_NOTICE
 )
 
 
 def format_evidence(evidence: Evidence, max_passages: int = 5) -> str:
-    """Numbered passages followed by facts, as placed in the answer prompt."""
+    """Numbered passages in a ``<passages>`` block, then (if any) facts in a ``<facts>`` block, as
+    placed in the answer prompt; both blocks are escaped
+    (:func:`~kgrag_plugins.models.prompting.data_block`)."""
     lines = [
         f"[{i}] {sp.passage.title + ': ' if sp.passage.title else ''}{sp.passage.text}"
         for i, sp in enumerate(evidence.passages[:max_passages], 1)
     ]
+    out = data_block("passages", lines)
     if evidence.facts:
-        lines.append("Facts:")
-        lines += [f"- {f.text}" for f in evidence.facts]
-    return "\n".join(lines)
+        out += "\nFacts:\n" + data_block("facts", [f"- {f.text}" for f in evidence.facts])
+    return out
+
+
+#: Longest accepted answer line (characters).
+MAX_ANSWER_CHARS = 300
+
+
+def _answer_line(reply: str) -> str:
+    """The reply's first line without an ``Answer:`` prefix, validated by
+    :func:`~kgrag_plugins.models.replies.check_text` (non-empty, at most 300 characters, not
+    symbols, not a refusal, not the system prompt echoed)."""
+    text = first_line(reply)
+    if text.lower().startswith("answer:"):
+        text = text[len("answer:") :].strip()
+    return check_text(text, single_line=True, max_chars=MAX_ANSWER_CHARS, instructions=ANSWER_SYSTEM)
 
 
 def generate_answer(llm: LLM, question: str, evidence: Evidence, *, max_passages: int = 5) -> Answer:
-    """Ask ``llm`` to answer ``question`` from ``evidence``; the reply's first line is the answer."""
+    """Ask ``llm`` to answer ``question`` from ``evidence``; the reply's first line is the answer.
+
+    An invalid reply is asked once more. When the call fails (dead endpoint, open circuit
+    breaker) or the reply stays invalid, the LLM-free answer is used: the first of
+    ``evidence.trace["answers"]`` (FRAG's path ends) or ``""``; ``metadata["llm_error"]`` lists
+    why and ``metadata["fallback"]`` is ``True`` (a WARNING is logged)."""
     messages = [
         {"role": "system", "content": ANSWER_SYSTEM},
         {
@@ -32,8 +58,17 @@ def generate_answer(llm: LLM, question: str, evidence: Evidence, *, max_passages
             "content": f"Evidence:\n{format_evidence(evidence, max_passages)}\n\nQuestion: {question}\nAnswer:",
         },
     ]
-    reply = llm.complete(messages, max_tokens=64, temperature=0.0)
-    text = reply.strip().splitlines()[0].strip() if reply.strip() else ""
-    if text.lower().startswith("answer:"):
-        text = text[len("answer:") :].strip()
-    return Answer(question, text, evidence, {"raw": reply})
+    replies: list[str] = []
+
+    def validate(reply: str) -> str:
+        replies.append(reply)
+        return _answer_line(reply)
+
+    errors: list[dict] = []
+    text = complete_validated(llm, messages, validate, step="answer", errors=errors, max_tokens=64, temperature=0.0)
+    raw = replies[-1] if replies else ""
+    if text is None:
+        answers = evidence.trace.get("answers") or []
+        fallback = str(answers[0]) if answers else ""
+        return Answer(question, fallback, evidence, {"raw": raw, "fallback": True, "llm_error": errors})
+    return Answer(question, text, evidence, {"raw": raw})

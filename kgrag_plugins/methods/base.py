@@ -1,30 +1,110 @@
-"""The retriever contract every method implements (framework-free)."""
+"""The retriever contract every method implements (framework-free).
+
+Two guarantees live here so that every method gets them the same way:
+
+- **Input checks** at the public entry (``retrieve`` / ``aretrieve``): ``query`` is a non-empty
+  ``str`` and ``k`` a positive ``int`` (not a ``bool``); anything else is a one-line
+  ``TypeError`` / ``ValueError`` naming the argument and the fix, raised before any work.
+- **Fresh after index updates.** :meth:`KnowledgeIndex.add_passages
+  <kgrag_plugins.index.store.KnowledgeIndex.add_passages>` / ``delete_passages`` replace the
+  index's graph and passage store and bump ``index.revision``. Assigning ``self.index`` records
+  the revision the retriever's derived state (name maps, CSR matrices, position arrays) was built
+  from; every public entry calls :meth:`Retriever._sync_index`, which runs the subclass's
+  :meth:`Retriever._refresh` hook once when the revision moved. So new passages are retrievable
+  and deleted ones are never returned, without rebuilding the retriever.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import numbers
+import threading
 from abc import ABC, abstractmethod
+from typing import Any
 
 from ..types import Evidence
+
+logger = logging.getLogger(__name__)
+
+#: Serialises refreshes (rare: once per index update per retriever), so two threads that meet a
+#: stale retriever at once rebuild its state once, not concurrently.
+_REFRESH_LOCK = threading.RLock()
+
+
+def check_query_k(query: Any, k: Any) -> tuple[str, int]:
+    """Validate ``retrieve``'s arguments; returns ``(query, int(k))``.
+
+    Raises ``TypeError`` for a non-``str`` query or a non-integer / ``bool`` ``k`` (``2.5``,
+    ``"3"``, ``True``), ``ValueError`` for a blank query or ``k < 1``; each message names the
+    argument, what was given and what to pass instead.
+    """
+    if not isinstance(query, str):
+        raise TypeError(f"query must be a non-empty str (the question text), got {type(query).__name__}")
+    if not query.strip():
+        raise ValueError("query must be a non-empty string; pass the question text")
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral):
+        raise TypeError(
+            f"k must be a positive int (how many passages to return), got {k!r} ({type(k).__name__}); pass e.g. k=5"
+        )
+    if k < 1:
+        raise ValueError(f"k must be >= 1 (how many passages to return), got {k}; pass e.g. k=5")
+    return query, int(k)
 
 
 class Retriever(ABC):
     """``retrieve(query, k) -> Evidence``; ``aretrieve`` runs it off the event loop by default.
 
-    Subclasses implement :meth:`_retrieve`. Adapters (LlamaIndex, LangGraph) wrap this.
+    Subclasses implement :meth:`_retrieve` and, when they cache anything derived from
+    ``self.index`` (graph arrays, name indexes, matrices), :meth:`_refresh` to rebuild it; public
+    methods other than ``retrieve`` that read such state should start with ``self._sync_index()``.
+    Adapters (LlamaIndex, LangGraph) wrap this.
     """
 
     #: Short name used by ``kgrag bench --retrievers``.
     name: str = "retriever"
+    #: ``index.revision`` the derived state was built from (``None``: no index, or one without
+    #: a revision counter).
+    _index_revision: int | None = None
+
+    @property
+    def index(self) -> Any:
+        """The :class:`~kgrag_plugins.index.store.KnowledgeIndex` this retriever reads."""
+        return self.__dict__.get("_index")
+
+    @index.setter
+    def index(self, index: Any) -> None:
+        self.__dict__["_index"] = index
+        self._index_revision = getattr(index, "revision", None)
+
+    def _sync_index(self) -> None:
+        """Run :meth:`_refresh` once if the index changed since the derived state was built."""
+        index = self.__dict__.get("_index")
+        rev = getattr(index, "revision", None)
+        if rev is None or rev == self._index_revision:
+            return
+        with _REFRESH_LOCK:
+            rev = index.revision
+            if rev == self._index_revision:
+                return  # another thread refreshed meanwhile
+            logger.info(
+                "%s: index changed (revision %s -> %s); rebuilding derived state", self.name, self._index_revision, rev
+            )
+            self._refresh()
+            self._index_revision = rev
+
+    def _refresh(self) -> None:
+        """Rebuild whatever was derived from ``self.index`` (default: nothing is cached)."""
 
     def retrieve(self, query: str, k: int = 5) -> Evidence:
-        if not isinstance(query, str) or not query.strip():
-            raise ValueError("query must be a non-empty string")
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
+        """Evidence for ``query``: at most ``k`` passages (plus facts / trace, per method)."""
+        query, k = check_query_k(query, k)
+        self._sync_index()
         return self._retrieve(query, k)
 
     async def aretrieve(self, query: str, k: int = 5) -> Evidence:
+        """:meth:`retrieve` in a worker thread; bad arguments raise before the thread starts."""
+        query, k = check_query_k(query, k)
         return await asyncio.to_thread(self.retrieve, query, k)
 
     @abstractmethod

@@ -81,17 +81,22 @@ class PPRRetriever(Retriever):
     name = "ppr"
 
     def __init__(self, index: KnowledgeIndex, *, damping: float = 0.5):
-        from ..index.builders.linking import NameIndex
-
         if index.graph.num_entities == 0:
             raise ValueError("PPRRetriever needs an index with a knowledge graph (build with builder='mentions')")
         self.index = index
         self.damping = damping
-        self._names = NameIndex.from_graph(index.graph)
         self._dense = DenseRetriever(index)
-        self._links = index.graph.link_matrix().T.tocsr()
-        self._pids = index.graph.passage_ids
-        self._pos = index.graph_passage_positions()
+        self._refresh()
+
+    def _refresh(self) -> None:
+        """(Re)build the name index and the passage-entity links from the index's current graph."""
+        from ..index.builders.linking import NameIndex
+
+        graph = self.index.graph
+        self._names = NameIndex.from_graph(graph)
+        self._links = graph.link_matrix().T.tocsr()
+        self._pids = graph.passage_ids
+        self._pos = self.index.graph_passage_positions()
 
     def _retrieve(self, query: str, k: int) -> Evidence:
         from ..index.builders.linking import link_question

@@ -4,7 +4,8 @@ Every method in the package talks to an :class:`LLM`: ``complete(prompt) -> str`
 ``prompt`` is a string (one user message) or a list of ``{"role", "content"}`` messages.
 
 * :class:`OpenAICompatibleLLM` - ``POST {base_url}/chat/completions`` via ``httpx`` (works with
-  ``vllm serve``, Ollama's ``/v1``, OpenAI), with bounded retries and usage counting.
+  ``vllm serve``, Ollama's ``/v1``, OpenAI), with bounded retries, one total deadline per call
+  (``KGRAG_LLM_DEADLINE``, default 30 s), a :class:`CircuitBreaker` and usage counting.
 * :class:`ScriptedLLM` - deterministic replies for tests.
 * :func:`as_llm` - turn any of the above, or a framework chat model, into an :class:`LLM`. The
   framework adapters (LangChain, LlamaIndex) live in ``kgrag_plugins.integrations``; this module
@@ -22,14 +23,22 @@ from typing import Any, Protocol, runtime_checkable
 
 import httpx
 
-from ..config import env
+from ..config import (
+    DEFAULT_LLM_BREAKER_COOLDOWN,
+    DEFAULT_LLM_BREAKER_FAILURES,
+    DEFAULT_LLM_DEADLINE,
+    env,
+    env_number,
+)
 
 __all__ = [
     "LLM",
     "ChatAdapter",
+    "CircuitBreaker",
     "LLMError",
     "LLMResponseError",
     "LLMTimeoutError",
+    "LLMUnavailableError",
     "Message",
     "OpenAICompatibleLLM",
     "ScriptedLLM",
@@ -41,6 +50,7 @@ Message = dict[str, str]
 
 _ROLES = ("system", "user", "assistant")
 _SNIPPET_CHARS = 300
+_DEADLINE_MARGIN = 0.1
 
 
 @runtime_checkable
@@ -80,6 +90,86 @@ class LLMTimeoutError(LLMError):
 
 class LLMResponseError(LLMError):
     """The LLM answered with an HTTP error or a malformed / empty response."""
+
+
+class LLMUnavailableError(LLMError):
+    """The client's circuit breaker is open: the call failed fast without a request."""
+
+
+class CircuitBreaker:
+    """Fail fast on an endpoint that keeps failing (one per client, or shared by passing it).
+
+    Closed: calls go through; every failed attempt (timeout, connection error, HTTP 429/5xx,
+    malformed body) counts, a reply resets the count. ``failures`` consecutive failed attempts,
+    or a call that used up its whole deadline, open the breaker: for ``cooldown`` seconds every
+    call raises :class:`LLMUnavailableError` at once. Half-open: after the cool-down one call is let
+    through as a trial (the others keep failing fast); its reply closes the breaker, its failure
+    opens it again for another ``cooldown``.
+    """
+
+    def __init__(self, failures: int | None = None, cooldown: float | None = None) -> None:
+        self.failures = int(
+            failures if failures is not None else env_number("LLM_BREAKER_FAILURES", DEFAULT_LLM_BREAKER_FAILURES)
+        )
+        self.cooldown = float(
+            cooldown if cooldown is not None else env_number("LLM_BREAKER_COOLDOWN", DEFAULT_LLM_BREAKER_COOLDOWN)
+        )
+        if self.failures < 1:
+            raise ValueError(f"CircuitBreaker failures must be >= 1, got {failures}")
+        if self.cooldown < 0:
+            raise ValueError(f"CircuitBreaker cooldown must be >= 0, got {cooldown}")
+        self.consecutive = 0
+        self._opened_at: float | None = None
+        self._trial = False
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"CircuitBreaker(state={self.state!r}, consecutive={self.consecutive}, failures={self.failures})"
+
+    @property
+    def state(self) -> str:
+        """``"closed"``, ``"open"`` or ``"half-open"`` (a trial call is in flight)."""
+        with self._lock:
+            if self._opened_at is None:
+                return "closed"
+            return "half-open" if self._trial else "open"
+
+    def check(self, what: str) -> None:
+        """Raise :class:`LLMUnavailableError` while open; after the cool-down admit one trial call."""
+        with self._lock:
+            if self._opened_at is None:
+                return
+            left = self._opened_at + self.cooldown - time.monotonic()
+            if left > 0:
+                raise LLMUnavailableError(
+                    f"{what} is unavailable: {self.consecutive} consecutive failure(s) opened the circuit "
+                    f"breaker; failing fast for another {left:.1f}s (KGRAG_LLM_BREAKER_COOLDOWN)"
+                )
+            self._opened_at = time.monotonic()  # others keep failing fast until the trial reports
+            self._trial = True
+
+    def success(self) -> None:
+        """The endpoint answered: close the breaker."""
+        with self._lock:
+            self.consecutive, self._opened_at, self._trial = 0, None, False
+
+    def failure(self) -> None:
+        """One failed attempt; opens the breaker at ``failures`` in a row or when a trial fails."""
+        with self._lock:
+            self.consecutive += 1
+            if self._trial or self.consecutive >= self.failures:
+                self._opened_at, self._trial = time.monotonic(), False
+
+    def trip(self) -> None:
+        """Open now (a call used up its whole deadline)."""
+        with self._lock:
+            self.consecutive = max(self.consecutive, 1)
+            self._opened_at, self._trial = time.monotonic(), False
+
+    @property
+    def is_open(self) -> bool:
+        with self._lock:
+            return self._opened_at is not None and not self._trial
 
 
 # --------------------------------------------------------------------------- helpers
@@ -141,6 +231,15 @@ class OpenAICompatibleLLM:
     and malformed responses are retried up to ``max_retries`` times with exponential backoff
     (``backoff * 2**n`` seconds); other 4xx fail at once. ``self.usage`` accumulates the
     ``usage`` field of successful responses.
+
+    ``deadline`` (default ``KGRAG_LLM_DEADLINE`` or 30 s) bounds the whole call from its entry,
+    retries and backoff included: each attempt waits at most ``min(timeout, time left)`` less a
+    margin of at most 0.1 s (httpx applies it to connecting and to each read), and no retry starts
+    once its backoff would reach the deadline; running out raises :class:`LLMTimeoutError`.
+    ``breaker`` (default: a fresh :class:`CircuitBreaker` per client,
+    ``KGRAG_LLM_BREAKER_FAILURES`` = 3 failed attempts, ``KGRAG_LLM_BREAKER_COOLDOWN`` = 30 s)
+    makes calls to a dead endpoint fail fast with :class:`LLMUnavailableError`; pass one breaker
+    to several clients to share it.
     """
 
     def __init__(
@@ -154,6 +253,8 @@ class OpenAICompatibleLLM:
         default_max_tokens: int | None = 512,
         default_temperature: float | None = 0.0,
         extra_body: dict[str, Any] | None = None,
+        deadline: float | None = None,
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         base_url = base_url or env("LLM_BASE_URL")
         model = model or env("LLM_MODEL")
@@ -166,6 +267,9 @@ class OpenAICompatibleLLM:
             raise ValueError("OpenAICompatibleLLM needs a model: pass model=... or set KGRAG_LLM_MODEL")
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        deadline = env_number("LLM_DEADLINE", DEFAULT_LLM_DEADLINE) if deadline is None else float(deadline)
+        if not deadline > 0:
+            raise ValueError(f"deadline must be > 0 seconds, got {deadline}")
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.api_key = api_key or env("LLM_API_KEY")
@@ -175,6 +279,8 @@ class OpenAICompatibleLLM:
         self.default_max_tokens = default_max_tokens
         self.default_temperature = default_temperature
         self.extra_body = dict(extra_body or {})
+        self.deadline = deadline
+        self.breaker = breaker if breaker is not None else CircuitBreaker()
         self.usage: dict[str, int] = {"prompt_tokens": 0, "completion_tokens": 0, "calls": 0}
         self._lock = threading.Lock()
         self._client: httpx.Client | None = None
@@ -193,7 +299,7 @@ class OpenAICompatibleLLM:
         key = "'***'" if self.api_key else "None"
         return (
             f"{type(self).__name__}(base_url={self.base_url!r}, model={self.model!r}, "
-            f"api_key={key}, timeout={self.timeout}, max_retries={self.max_retries})"
+            f"api_key={key}, timeout={self.timeout}, max_retries={self.max_retries}, deadline={self.deadline})"
         )
 
     # -- lifecycle
@@ -293,27 +399,54 @@ class OpenAICompatibleLLM:
             return _RetryableFailure(f"timed out after {timeout}s ({type(exc).__name__})", timeout=True)
         return _RetryableFailure(f"{type(exc).__name__}: {exc}")
 
-    def _plan(self) -> Generator[float | None, httpx.Response | httpx.TransportError, str]:
+    def _plan(self, started: float) -> Generator[tuple[str, float], httpx.Response | httpx.TransportError | None, str]:
         """The retry policy, written once for :meth:`complete` and :meth:`acomplete`.
 
-        Yields ``None`` to ask for one POST (the driver sends back the response, or the transport
-        error it raised) and a float to ask for a pause of that many seconds; returns the reply text
-        or raises the final :class:`LLMError`.
+        Yields ``("post", timeout)`` to ask for one POST with that timeout (the driver sends back
+        the response, or the transport error it raised) and ``("sleep", seconds)`` for a pause;
+        returns the reply text or raises the final :class:`LLMError`. Checks the circuit breaker
+        first and reports every attempt to it; keeps the whole call, from ``started``
+        (``time.monotonic()`` at the call's entry, so client set-up counts), within ``self.deadline``.
         """
+        self.breaker.check(f"LLM endpoint {self.url}")
+        end = started + self.deadline
         attempts = self.max_retries + 1
         last: _RetryableFailure | None = None
+        made = 0
         for attempt in range(1, attempts + 1):
-            outcome = yield None
+            # keep a small margin (<= 0.1 s) for connecting and handling the reply after a timeout
+            left = end - time.monotonic()
+            left -= min(_DEADLINE_MARGIN, left / 10)
+            if left <= 0:
+                break
+            timeout = min(self.timeout, left)
+            made = attempt
+            outcome = yield ("post", timeout)
             try:
                 if isinstance(outcome, httpx.TransportError):
-                    raise self._transport_failure(outcome, self.timeout)
-                return self._handle_response(outcome)
+                    raise self._transport_failure(outcome, round(timeout, 3))
+                text = self._handle_response(outcome)
             except _RetryableFailure as exc:
                 last = exc
-            if attempt < attempts:
-                yield self._delay(attempt)
-        assert last is not None
-        raise self._final_error(attempts, last)
+                self.breaker.failure()
+            except LLMResponseError:
+                self.breaker.success()  # the endpoint is up; the request itself was refused
+                raise
+            else:
+                self.breaker.success()
+                return text
+            if attempt == attempts or self.breaker.is_open:
+                assert last is not None
+                raise self._final_error(made, last)
+            pause = self._delay(attempt)
+            if time.monotonic() + pause >= end:
+                break
+            yield ("sleep", pause)
+        self.breaker.trip()
+        raise LLMTimeoutError(
+            f"LLM request to {self.url} (model {self.model!r}) got no reply within its {self.deadline:g}s deadline "
+            f"(KGRAG_LLM_DEADLINE) after {made} attempt(s); last error: {last}"
+        )
 
     # -- public API
 
@@ -326,18 +459,21 @@ class OpenAICompatibleLLM:
         temperature: float | None = None,
     ) -> str:
         """Send one chat completion request (with retries) and return the reply text."""
+        started = time.monotonic()
         payload, client = self._payload(prompt, stop, max_tokens, temperature), self._sync_client()
-        plan, outcome = self._plan(), None
+        plan: Generator[tuple[str, float], Any, str] = self._plan(started)
+        outcome: Any = None
         try:
             while True:
-                if (pause := plan.send(outcome)) is not None:
-                    time.sleep(pause)
-                    outcome = None
-                else:
-                    try:
-                        outcome = client.post(self.url, json=payload, headers=self._headers())
-                    except httpx.TransportError as exc:
-                        outcome = exc
+                step, seconds = plan.send(outcome)
+                outcome = None
+                if step == "sleep":
+                    time.sleep(seconds)
+                    continue
+                try:
+                    outcome = client.post(self.url, json=payload, headers=self._headers(), timeout=seconds)
+                except httpx.TransportError as exc:
+                    outcome = exc
         except StopIteration as done:
             return done.value
 
@@ -350,18 +486,22 @@ class OpenAICompatibleLLM:
         temperature: float | None = None,
     ) -> str:
         """Async :meth:`complete` (same retry plan; a fresh ``httpx.AsyncClient`` per call)."""
-        payload, plan, outcome = self._payload(prompt, stop, max_tokens, temperature), self._plan(), None
+        started = time.monotonic()
+        payload = self._payload(prompt, stop, max_tokens, temperature)
+        plan: Generator[tuple[str, float], Any, str] = self._plan(started)
+        outcome: Any = None
         async with httpx.AsyncClient(timeout=httpx.Timeout(self.timeout)) as client:
             try:
                 while True:
-                    if (pause := plan.send(outcome)) is not None:
-                        await asyncio.sleep(pause)
-                        outcome = None
-                    else:
-                        try:
-                            outcome = await client.post(self.url, json=payload, headers=self._headers())
-                        except httpx.TransportError as exc:
-                            outcome = exc
+                    step, seconds = plan.send(outcome)
+                    outcome = None
+                    if step == "sleep":
+                        await asyncio.sleep(seconds)
+                        continue
+                    try:
+                        outcome = await client.post(self.url, json=payload, headers=self._headers(), timeout=seconds)
+                    except httpx.TransportError as exc:
+                        outcome = exc
             except StopIteration as done:
                 return done.value
 

@@ -230,7 +230,7 @@ def bench(metaqa_dir):
         t0 = time.perf_counter()
         report = run_bench(
             "metaqa",
-            ["frag", "frag-simple", "frag-complex", "frag-zeroshot"],
+            ["frag", "frag-zeroshot-simple", "frag-zeroshot-complex", "frag-zeroshot"],
             data_dir=root,
             per_hop=4,
             train_per_hop=8,
@@ -264,7 +264,7 @@ def test_kgqa_report_shape_and_metric_ranges(bench):
     assert report["excluded"] == {"answers_not_reachable_in_kb": 1, "topic_entity_not_in_kb": 1}
     assert report["n_questions"] == 12 and report["n_train"] == 24
     assert report["kg"]["triples"] == len(TRIPLES) and report["kg"]["relations"] == 6
-    assert set(report["results"]) == {"frag", "frag-simple", "frag-complex", "frag-zeroshot"}
+    assert set(report["results"]) == {"frag", "frag-zeroshot-simple", "frag-zeroshot-complex", "frag-zeroshot"}
     assert report["path_ranker"]["questions"] == 24 and report["path_ranker"]["labelled"] >= 20
     assert report["hop_classifier"]["train"] == 24
     for name, r in report["results"].items():
@@ -283,17 +283,17 @@ def test_kgqa_report_shape_and_metric_ranges(bench):
     assert routed == {"frag", "frag-zeroshot"}
     for n in routed:
         assert 0.0 <= report["results"][n]["routing_accuracy"] <= 1.0
-    assert report["results"]["frag-simple"]["routed_complex"] == 0.0
-    assert report["results"]["frag-complex"]["routed_complex"] == 1.0
+    assert report["results"]["frag-zeroshot-simple"]["routed_complex"] == 0.0
+    assert report["results"]["frag-zeroshot-complex"]["routed_complex"] == 1.0
 
 
 def test_simple_pipeline_cannot_reach_three_hop_answers(bench):
     report, _, _ = bench
-    simple = report["results"]["frag-simple"]["by_hops"]["3"]
+    simple = report["results"]["frag-zeroshot-simple"]["by_hops"]["3"]
     assert simple["end_coverage@32"] == 0.0 and simple["answer_coverage@32"] == 0.0 and simple["hits@1"] == 0.0
     # the complex pipeline walks four hops and does reach them; one hop is in reach of everyone
-    assert report["results"]["frag-complex"]["by_hops"]["3"]["answer_coverage@32"] > 0.0
-    for name in ("frag-simple", "frag-complex"):
+    assert report["results"]["frag-zeroshot-complex"]["by_hops"]["3"]["answer_coverage@32"] > 0.0
+    for name in ("frag-zeroshot-simple", "frag-zeroshot-complex"):
         assert report["results"][name]["by_hops"]["1"]["answer_coverage@32"] == 1.0, name
 
 
@@ -344,14 +344,14 @@ def test_unknown_kgqa_retriever_lists_the_available_ones(metaqa_dir):
 def test_cli_bench_on_a_kgqa_dataset(metaqa_dir, tmp_path, capsys):
     root, _ = metaqa_dir
     out = tmp_path / "cli.json"
-    argv = ["bench", "--dataset", "metaqa", "--data-dir", str(root), "--retrievers", "frag-simple"]
+    argv = ["bench", "--dataset", "metaqa", "--data-dir", str(root), "--retrievers", "frag-zeroshot-simple"]
     code = main(argv + ["--per-hop", "3", "--train-per-hop", "6", "--quiet", "--out", str(out)])
     printed = capsys.readouterr().out
     assert code == 0
-    assert "| frag-simple |" in printed and "1-hop" in printed and "(KGQA)" in printed
+    assert "| frag-zeroshot-simple |" in printed and "1-hop" in printed and "(KGQA)" in printed
     report = json.loads(out.read_text(encoding="utf-8"))
     assert report["task"] == "kgqa" and report["n_questions"] == 9 and report["n_train"] == 18
-    assert set(report["results"]) == {"frag-simple"}
+    assert set(report["results"]) == {"frag-zeroshot-simple"}
 
     assert main(argv[:-1] + ["nope", "--quiet"]) == 2
     assert "unknown KGQA retriever" in capsys.readouterr().err
@@ -392,10 +392,12 @@ def test_cli_train_path_ranker(metaqa_dir, tmp_path, capsys):
 
 def test_frag_complex_on_real_metaqa(data_dir):
     t0 = time.perf_counter()
-    report = run_bench("metaqa", ["frag-complex"], data_dir=data_dir, per_hop=20, train_per_hop=150, progress=False)
+    report = run_bench(
+        "metaqa", ["frag-ranked-complex"], data_dir=data_dir, per_hop=20, train_per_hop=150, progress=False
+    )
     seconds = time.perf_counter() - t0
-    r = report["results"]["frag-complex"]
-    print(f"real MetaQA frag-complex (60 questions, 450 training): {seconds:.1f}s; {json.dumps(r['by_hops'])}")
+    r = report["results"]["frag-ranked-complex"]
+    print(f"real MetaQA frag-ranked-complex (60 questions, 450 training): {seconds:.1f}s; {json.dumps(r['by_hops'])}")
     assert report["n_questions"] == 60 and report["n_train"] == 450
     assert report["excluded"]["topic_entity_not_in_kb"] == 0
     assert report["path_ranker"]["labelled"] >= 400

@@ -105,7 +105,8 @@ def test_chroma_server_mode(chroma_server, tmp_path, monkeypatch, sample_corpus,
         b = DenseRetriever(sample_index).retrieve(q.question, 5).passage_ids
         assert a == b
 
-    # rebuilding replaces the server collection and drops the old one
+    # rebuilding replaces the server collection and drops the old one (once no reader holds it)
+    served.close(), reopened.close()
     monkeypatch.setenv("KGRAG_CHROMA_URL", chroma_server)
     rebuilt = KnowledgeIndex.build(sample_corpus[:7], tmp_path / "idx", progress=False)
     names = {c.name for c in client.list_collections()}

@@ -140,6 +140,7 @@ def test_killed_build_leaves_previous_index_intact(tmp_path, sample_corpus):
     assert (tmp_path / "idx" / "manifest.json").read_text() == manifest_before
     reopened = KnowledgeIndex.open(tmp_path / "idx", embedder=emb)
     assert len(reopened.passages) == 10
+    reopened.close()  # an open reader keeps its generation alive (see index/lock.py)
     # the next successful build cleans the debris up
     KnowledgeIndex.build(sample_corpus[:12], tmp_path / "idx", embedder=emb, progress=False)
     assert len(list((tmp_path / "idx").glob("gen-*"))) == 1

@@ -297,7 +297,7 @@ def test_frag_graph_with_an_llm_uses_the_reasoning_prompt(movie_index):
     assert names == ["router", "frag_simple", "generate"] and final["generation"] == "Penny Marshall"
     assert len(llm.calls) == 1 and llm.calls[0]["stop"][0] == "\n"
     prompt = llm.calls[0]["messages"][-1]["content"]
-    assert "Reasoning Paths:\n" + "\n".join(final["facts"]) in prompt
+    assert "Reasoning Paths:\n<paths>\n" + "\n".join(final["facts"]) + "\n</paths>" in prompt
     assert f"Question:\n{_plain(SIMPLE_Q)}" in prompt
     # same as the method's own answer step
     ref = ScriptedLLM(["Penny Marshall"])

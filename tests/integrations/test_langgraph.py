@@ -250,7 +250,8 @@ def test_sa_rag_cot_loops_on_a_follow_up_then_stops(sample_index):
     assert names == ["retrieve", "reason", "retrieve", "reason", "generate"]
     assert final["generation"] == "Vistula" and final["steps"] == 2 and llm.remaining == 0
     assert [r["query"] for r in final["trace"]["retrievals"]] == [Q, "Which river flows through Warsaw?"]
-    assert final["context"].startswith("# Known information\nCurie was born in Warsaw.\n# Additional facts")
+    known = "# Known information\n<notes>\nCurie was born in Warsaw.\n</notes>\n# Additional facts"
+    assert final["context"].startswith(known)
     second_reasoning = llm.calls[1]["messages"]
     assert second_reasoning[1]["content"].endswith(Q) and second_reasoning[2]["content"] == final["context"]
     titles = [d.metadata["title"] for d in final["documents"]]
@@ -265,7 +266,8 @@ def test_sa_rag_cot_loops_on_a_follow_up_then_stops(sample_index):
 
 def test_sa_rag_cot_respects_max_steps_and_skips_failed_steps(sample_index):
     script = [
-        "not json at all",  # step 1: unreadable -> skipped, reason again
+        "not json at all",  # step 1: unreadable, asked once more ...
+        "still not json",  # ... still unreadable -> skipped, reason again
         _reasoning(False, "Where was Marie Curie born?"),  # step 2 -> retrieve
         ANSWER,
     ]
@@ -273,7 +275,7 @@ def test_sa_rag_cot_respects_max_steps_and_skips_failed_steps(sample_index):
     names, final = _nodes(sa_rag_graph(sample_index, llm, max_steps=2), {"question": Q})
     assert names == ["retrieve", "reason", "reason", "retrieve", "generate"]
     assert final["steps"] == 2 and final["generation"] == "Vistula" and llm.remaining == 0
-    assert final["trace"]["reasoning"][0] == {"error": "unparseable reply"}
+    assert final["trace"]["reasoning"][0] == {"error": "invalid reply: unparseable reply"}
     assert len(final["trace"]["retrievals"]) == 2
 
 

@@ -285,9 +285,12 @@ def test_for_dataset_defaults(tiny):
 def test_context_string_format(tiny):
     ev = _sa(tiny).acquire(Q)
     assert SARAGRetriever.context(ev) == (
-        "### Context \nPA\nabout A\n\nPAB\nabout AB\n\nPB\nabout B\n**Key relationships**\nA r1 B\nB r2 C"
+        "### Context \n<passages>\nPA\nabout A\n\nPAB\nabout AB\n\nPB\nabout B\n</passages>\n"
+        "**Key relationships**\n<facts>\nA r1 B\nB r2 C\n</facts>"
     )
-    assert SARAGRetriever.context(Evidence("x")) == "### Context \n\n**Key relationships**\n"
+    assert SARAGRetriever.context(Evidence("x")) == (
+        "### Context \n<passages>\n\n</passages>\n**Key relationships**\n<facts>\n\n</facts>"
+    )
     assert len(CONTEXT_HEADER) == 12
 
 
@@ -378,7 +381,7 @@ def test_reason_parses_and_prompts(tiny):
 def test_merge_context():
     new = "### Context \nDOC\n**Key relationships**\nA r B"
     assert SARAGCoT.merge_context("Summary.", new) == (
-        "# Known information\nSummary.\n# Additional facts\nDOC\n**Key relationships**\nA r B"
+        "# Known information\n<notes>\nSummary.\n</notes>\n# Additional facts\nDOC\n**Key relationships**\nA r B"
     )
 
 
@@ -388,11 +391,13 @@ def test_cot_follow_up_then_answer(tiny):
     ans = SARAGCoT(_sa(tiny), llm).run(Q)
     assert ans.text == "Paris" and len(llm.calls) == 3
     first_ctx = llm.calls[0]["messages"][2]["content"]
-    assert first_ctx.startswith("### Context \n") and "**Key relationships**\nA r1 B" in first_ctx
+    assert first_ctx.startswith("### Context \n") and "**Key relationships**\n<facts>\nA r1 B" in first_ctx
     # the follow-up alone drives the second SA retrieval (seed D; pD has cosine 0.57 with it)
     assert FOLLOW in tiny.embedder.seen and not any(Q in t and FOLLOW in t for t in tiny.embedder.seen)
     second_ctx = llm.calls[1]["messages"][2]["content"]
-    assert second_ctx.startswith("# Known information\nA links to B.\n# Additional facts\nPD\nabout D\n")
+    assert second_ctx.startswith(
+        "# Known information\n<notes>\nA links to B.\n</notes>\n# Additional facts\n<passages>\nPD\nabout D\n"
+    )
     assert "### Context" not in second_ctx
     assert llm.calls[1]["messages"][1]["content"] == QUESTION_PREFIX + Q  # always the original question
     final = llm.calls[2]["messages"]
@@ -428,14 +433,15 @@ def test_cot_at_most_three_steps(tiny):
 
 
 def test_cot_failed_reasoning_skips_the_step(tiny):
-    llm = ScriptedLLM([LLMError("timeout"), "no idea", _reasoning(True), _final("Z")])
+    # an unreadable reply is asked once more before the step is skipped
+    llm = ScriptedLLM([LLMError("timeout"), "no idea", "still none", _reasoning(True), _final("Z")])
     ans = SARAGCoT(_sa(tiny), llm).run(Q)
-    assert ans.text == "Z" and len(llm.calls) == 4
+    assert ans.text == "Z" and len(llm.calls) == 5
     steps = ans.metadata["trace"]
     assert steps[1]["skipped"] and "timeout" in steps[1]["error"]
-    assert steps[2]["skipped"] and steps[2]["error"] == "unparseable reply"
+    assert steps[2]["skipped"] and steps[2]["error"] == "invalid reply: unparseable reply"
     assert steps[3]["answer_possible"] is True and ans.metadata["retrievals"] == 1
-    ctxs = {c["messages"][2]["content"] for c in llm.calls[:3]}
+    ctxs = {c["messages"][2]["content"] for c in llm.calls[:4]}
     assert len(ctxs) == 1  # skipped steps leave the context alone
 
 
@@ -450,7 +456,9 @@ def test_final_answer_retries_and_fallback(tiny):
     llm = ScriptedLLM(["garbage", "Reasoning...\n" + _final(1879)])
     assert SARAGCoT(r, llm).final_answer(Q, "ctx") == "1879" and len(llm.calls) == 2
     llm = ScriptedLLM(["first garbage", LLMError("x"), "\n  Vienna, probably\nmore text"])
-    assert SARAGCoT(r, llm).final_answer(Q, "ctx") == "Vienna, probably" and len(llm.calls) == 3
+    with pytest.raises(LLMError, match="answering call failed"):  # garbage is never the answer
+        SARAGCoT(r, llm).final_answer(Q, "ctx")
+    assert len(llm.calls) == 3
     llm = ScriptedLLM([LLMError("a"), LLMError("b"), LLMError("c"), _final("never")])
     with pytest.raises(LLMError, match="answering call failed"):
         SARAGCoT(r, llm).final_answer(Q, "ctx")

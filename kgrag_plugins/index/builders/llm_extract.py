@@ -35,6 +35,12 @@ Deviations from the paper code (``hajdul88/graph_rag``):
   MISC are mapped to MISC. If the NER reply holds no entity, the RE call is skipped.
 * Chunks are deduplicated by text within a run and cached on disk (``cache_dir``) so an
   interrupted build resumes without repeating LLM calls.
+* Replies are validated (:func:`~kgrag_plugins.models.replies.complete_validated`): a valid NER
+  reply holds a JSON list of entities (it may be empty), a valid RE reply a JSON list of triples.
+  An invalid reply is asked once more; if it stays invalid the chunk *falls back*: no entities
+  (NER) or no triples (RE; its entities are kept), a WARNING, a count in ``fallback_chunks``, and
+  **no cache entry**, so a rebuild with a working LLM extracts it again. Cache files written with
+  an unparsed reply (older versions did that) are ignored and recomputed.
 """
 
 from __future__ import annotations
@@ -53,12 +59,15 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ...models.llm import LLMError, as_llm
+from ...models.prompting import drop_instructions
+from ...models.replies import InvalidReply, complete_validated
 from ...types import Entity, Passage
 from ..graph import KnowledgeGraph
 from . import prompts
-from .prompts import ENTITY_TYPES, PROMPT_VERSION
+from .llm_replies import as_entity, as_triple, chunk_words, norm_name, parse_entities, parse_triples
+from .prompts import PROMPT_VERSION
 
-__all__ = ["ExtractionStats", "build_llm_graph", "chunk_words", "PROMPT_VERSION"]
+__all__ = ["ExtractionError", "ExtractionStats", "build_llm_graph", "chunk_words", "PROMPT_VERSION"]
 
 logger = logging.getLogger("kgrag_plugins.build")
 
@@ -66,6 +75,10 @@ logger = logging.getLogger("kgrag_plugins.build")
 #: the NER output of dense chunks).
 NER_MAX_TOKENS = 2048
 RE_MAX_TOKENS = 2048
+
+
+class ExtractionError(LLMError):
+    """No chunk of an LLM extraction build produced a usable reply (unreachable LLM or invalid replies)."""
 
 
 # --------------------------------------------------------------------------- stats
@@ -76,12 +89,14 @@ class ExtractionStats:
     """Counters of one :func:`build_llm_graph` run.
 
     ``failed`` counts passages with at least one chunk whose LLM call raised :class:`LLMError`
-    (retries are the client's job); ``unparsed`` counts replies with no usable JSON (the chunk
-    contributes nothing from that reply); ``cached`` counts chunks answered without LLM calls
-    (on-disk cache, or an identical chunk earlier in the same run). ``entities`` / ``triples``
-    are the entities and distinct triples *added* to the graph; ``dropped_triples`` are triples
-    whose endpoints did not resolve to an entity (or resolved to the same one). Token counts
-    use tiktoken ``cl100k_base`` over the message contents of calls actually made.
+    (retries are the client's job); ``unparsed`` counts replies with no usable JSON (retries
+    included); ``fallback_chunks`` counts distinct chunks whose NER or RE reply stayed invalid
+    after one retry (they contribute nothing from that step and are not cached); ``cached``
+    counts chunks answered without LLM calls (on-disk cache, or an identical chunk earlier in the
+    same run). ``entities`` / ``triples`` are the entities and distinct triples *added* to the
+    graph; ``dropped_triples`` are triples whose endpoints did not resolve to an entity (or
+    resolved to the same one). Token counts use tiktoken ``cl100k_base`` over the message
+    contents of calls actually made.
     """
 
     passages: int = 0
@@ -89,6 +104,7 @@ class ExtractionStats:
     cached: int = 0
     failed: int = 0
     unparsed: int = 0
+    fallback_chunks: int = 0
     entities: int = 0
     triples: int = 0
     dropped_triples: int = 0
@@ -133,229 +149,6 @@ def _message_tokens(messages: list[dict[str, str]], count: Callable[[str], int])
     return sum(count(m["content"]) for m in messages)
 
 
-# --------------------------------------------------------------------------- chunking
-
-
-def chunk_words(text: str, max_words: int = 500, overlap: int = 100) -> list[str]:
-    """Split ``text`` into windows of ``max_words`` words with stride ``max_words - overlap``.
-
-    The last window ends at the last word; an empty text gives no chunks.
-    """
-    if max_words < 1:
-        raise ValueError(f"max_words must be >= 1, got {max_words}")
-    if not 0 <= overlap < max_words:
-        raise ValueError(f"overlap must be in [0, max_words), got {overlap} with max_words={max_words}")
-    words = text.split()
-    stride = max_words - overlap
-    out: list[str] = []
-    start = 0
-    while start < len(words):
-        out.append(" ".join(words[start : start + max_words]))
-        if start + max_words >= len(words):
-            break
-        start += stride
-    return out
-
-
-# --------------------------------------------------------------------------- JSON parsing
-
-_FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?(.*?)(?:```|\Z)", re.S)
-_CLOSE = {"[": "]", "{": "}"}
-_MAX_STARTS = 12
-
-
-def _scan_repair(s: str) -> str | None:
-    """Repair the JSON value starting at ``s[0]`` (``[`` or ``{``).
-
-    Drops trailing commas, stops at the end of the top-level value (ignoring trailing prose),
-    and, if the text ends before the value closes (truncated output), cuts back to the last
-    complete element of an array and closes the open brackets. Returns None if nothing
-    complete is left.
-    """
-    out: list[str] = []
-    stack: list[str] = []
-    in_str = esc = False
-    cut: tuple[int, list[str]] | None = None
-    for ch in s:
-        if in_str:
-            out.append(ch)
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-            continue
-        if ch == '"':
-            in_str = True
-            out.append(ch)
-        elif ch in "[{":
-            stack.append(ch)
-            out.append(ch)
-        elif ch in "]}":
-            if not stack or _CLOSE[stack[-1]] != ch:
-                return None
-            while out and out[-1].isspace():
-                out.pop()
-            if out and out[-1] == ",":
-                out.pop()
-            out.append(ch)
-            stack.pop()
-            if not stack:
-                return "".join(out)
-            if stack[-1] == "[":  # a complete element of an array ends here
-                cut = (len(out), list(stack))
-        else:
-            out.append(ch)
-    if cut is None:
-        return None
-    n, open_stack = cut
-    return "".join(out[:n]) + "".join(_CLOSE[b] for b in reversed(open_stack))
-
-
-def _candidates(text: str) -> list[str]:
-    bodies = [m.group(1) for m in _FENCE.finditer(text)]
-    bodies.append(text)
-    return [b.strip() for b in bodies if b.strip()]
-
-
-def _parse_json(text: str, accept: Callable[[Any], bool] | None = None) -> Any | None:
-    """Best-effort JSON value from an LLM reply; None if nothing acceptable parses.
-
-    Tries, for the content of each code fence and then the whole reply: plain ``json.loads``;
-    then, from each ``[`` / ``{`` (first few), a strict decode that ignores trailing prose; then
-    a repaired decode (trailing commas removed, truncated arrays cut back to their complete
-    elements). The first value for which ``accept`` holds (default: any list or dict) wins.
-    """
-    if not isinstance(text, str) or not text.strip():
-        return None
-    ok = accept or (lambda v: isinstance(v, (list, dict)))
-    decoder = json.JSONDecoder()
-    for body in _candidates(text):
-        try:
-            value = json.loads(body)
-        except ValueError:
-            pass
-        else:
-            if ok(value):
-                return value
-        starts = [i for i, ch in enumerate(body) if ch in "[{"][:_MAX_STARTS]
-        for i in starts:
-            try:
-                value, _ = decoder.raw_decode(body, i)
-            except ValueError:
-                repaired = _scan_repair(body[i:])
-                if repaired is None:
-                    continue
-                try:
-                    value = json.loads(repaired)
-                except ValueError:
-                    continue
-            if ok(value):
-                return value
-    return None
-
-
-def _norm(name: str) -> str:
-    """Comparison key for names: whitespace-normalised, case-folded."""
-    return " ".join(name.split()).casefold()
-
-
-def _clean(name: Any) -> str:
-    return " ".join(name.split()) if isinstance(name, str) else ""
-
-
-def _as_entity(item: Any) -> dict[str, Any] | None:
-    """Validate one NER item; None if it has the wrong shape."""
-    if not isinstance(item, dict):
-        return None
-    name = _clean(item.get("name"))
-    if not name:
-        return None
-    etype = item.get("type")
-    etype = etype.strip().upper() if isinstance(etype, str) else ""
-    if etype not in ENTITY_TYPES:
-        etype = "MISC"
-    raw_aliases = item.get("aliases", [])
-    if isinstance(raw_aliases, str):
-        raw_aliases = [raw_aliases]
-    aliases: list[str] = []
-    seen = {_norm(name)}
-    if isinstance(raw_aliases, list):
-        for a in raw_aliases:
-            a = _clean(a)
-            if a and _norm(a) not in seen:
-                seen.add(_norm(a))
-                aliases.append(a)
-    info = item.get("entity_information", item.get("description", ""))
-    info = info.strip() if isinstance(info, str) else ""
-    return {"name": name, "type": etype, "aliases": aliases, "entity_information": info}
-
-
-def _as_triple(item: Any) -> list[str] | None:
-    """Validate one RE item: a 3-element list of non-empty strings."""
-    if not isinstance(item, (list, tuple)) or len(item) != 3:
-        return None
-    if not all(isinstance(x, str) and x.strip() for x in item):
-        return None
-    return [x.strip() for x in item]
-
-
-def _entity_list(value: Any) -> list | None:
-    if isinstance(value, list):
-        return value
-    if isinstance(value, dict):
-        if "name" in value:
-            return [value]
-        for key in ("entities", "named_entities", "result", "results", "data", "output"):
-            if isinstance(value.get(key), list):
-                return value[key]
-        lists = [v for v in value.values() if isinstance(v, list)]
-        if lists:
-            return lists[0]
-    return None
-
-
-def _triple_list(value: Any) -> list | None:
-    if isinstance(value, dict):
-        if isinstance(value.get("triples"), list):
-            return value["triples"]
-        lists = [v for v in value.values() if isinstance(v, list)]
-        return lists[0] if lists else None
-    if isinstance(value, list):
-        if len(value) == 3 and all(isinstance(x, str) for x in value):
-            return [value]  # a single bare triple
-        return value
-    return None
-
-
-def _looks_like(extract: Callable[[Any], list | None], item_type: type | tuple[type, ...]) -> Callable[[Any], bool]:
-    """Accept a parsed value if ``extract`` finds a list in it that is empty or holds an ``item_type``."""
-
-    def accept(value: Any) -> bool:
-        items = extract(value)
-        return items is not None and (not items or any(isinstance(x, item_type) for x in items))
-
-    return accept
-
-
-def _valid_items(items: list | None, convert: Callable[[Any], Any]) -> list | None:
-    """``convert`` each item, skipping those it rejects (``None``); ``None`` if no list was found."""
-    if items is None:
-        return None
-    return [x for x in map(convert, items) if x is not None]
-
-
-def _parse_entities(text: str) -> list[dict[str, Any]] | None:
-    """Entities of an NER reply (bad items skipped), or None if no usable JSON was found."""
-    return _valid_items(_entity_list(_parse_json(text, accept=_looks_like(_entity_list, dict))), _as_entity)
-
-
-def _parse_triples(text: str) -> list[list[str]] | None:
-    """Triples of an RE reply (bad items skipped), or None if no usable JSON was found."""
-    return _valid_items(_triple_list(_parse_json(text, accept=_looks_like(_triple_list, (list, tuple)))), _as_triple)
-
-
 # --------------------------------------------------------------------------- per-chunk work
 
 
@@ -364,6 +157,7 @@ class _ChunkResult:
     entities: list[dict[str, Any]] = field(default_factory=list)
     triples: list[list[str]] = field(default_factory=list)
     failed: bool = False
+    fallback: bool = False
     error: str = ""
     from_cache: bool = False
     calls: int = 0
@@ -393,8 +187,10 @@ def _read_cache(path: Path) -> _ChunkResult | None:
         data = json.loads(path.read_text(encoding="utf-8"))
         if data.get("prompt_version") != PROMPT_VERSION:
             return None
-        ents = [e for e in (_as_entity(x) for x in data["entities"]) if e is not None]
-        triples = [t for t in (_as_triple(x) for x in data["triples"]) if t is not None]
+        if data.get("ner_parsed") is False or data.get("re_parsed") is False:
+            return None  # an invalid reply was cached by an older version: extract again
+        ents = [e for e in (as_entity(x) for x in data["entities"]) if e is not None]
+        triples = [t for t in (as_triple(x) for x in data["triples"]) if t is not None]
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -434,46 +230,63 @@ def _extract_chunk(llm: Any, text: str, key: str, model_key: str, cache_dir: Pat
             return cached
     count = _token_counter()
     res = _ChunkResult()
+    errors: list[dict[str, Any]] = []
 
-    def call(messages: list[dict[str, str]], max_tokens: int) -> str:
-        res.calls += 1
-        res.prompt_tokens += _message_tokens(messages, count)
-        reply = llm.complete(messages, max_tokens=max_tokens, temperature=0.0)
-        res.completion_tokens += count(reply)
-        return reply
+    class _Counted:
+        """``llm`` with this chunk's call and token counting."""
 
-    ner_ok = re_ok = True
+        @staticmethod
+        def complete(messages: list[dict[str, str]], **kwargs: Any) -> str:
+            res.calls += 1
+            res.prompt_tokens += _message_tokens(messages, count)
+            reply = llm.complete(messages, **kwargs)
+            res.completion_tokens += count(reply)
+            return reply
+
+    def parsed(parse: Callable[[str], Any], what: str) -> Callable[[str], Any]:
+        def validate(reply: str) -> Any:
+            value = parse(reply)
+            if value is None:
+                res.unparsed += 1
+                raise InvalidReply(f"no usable JSON {what} in the reply of chunk {key}: {reply[:200]!r}")
+            return value
+
+        return validate
+
+    def step(name: str, messages: list[dict[str, str]], parse: Callable[[str], Any], what: str, n: int) -> Any:
+        out = complete_validated(
+            _Counted, messages, parsed(parse, what), step=name, errors=errors, log=logger, max_tokens=n, temperature=0.0
+        )
+        if out is None and errors and errors[-1]["kind"] == "llm_error":
+            raise LLMError(errors[-1]["error"])
+        return out
+
     try:
-        reply = call(prompts.ner_messages(text), NER_MAX_TOKENS)
-        entities = _parse_entities(reply)
+        entities = step("ner", prompts.ner_messages(text), parse_entities, "entity list", NER_MAX_TOKENS)
         if entities is None:
-            ner_ok = False
-            res.unparsed += 1
-            logger.warning("could not parse the NER reply for chunk %s; skipping it: %.200r", key, reply)
+            res.fallback = True  # no LLM entities for this chunk; not cached
             entities = []
         res.entities = entities
         if entities:
-            reply = call(prompts.re_messages(text, [e["name"] for e in entities]), RE_MAX_TOKENS)
-            triples = _parse_triples(reply)
+            re_msgs = prompts.re_messages(text, [e["name"] for e in entities])
+            triples = step("re", re_msgs, parse_triples, "triple list", RE_MAX_TOKENS)
             if triples is None:
-                re_ok = False
-                res.unparsed += 1
-                logger.warning("could not parse the RE reply for chunk %s; no triples: %.200r", key, reply)
+                res.fallback = True  # entities kept, no triples; not cached
                 triples = []
             res.triples = triples
     except (LLMError, TimeoutError) as exc:
+        msg = str(exc) if isinstance(exc, LLMError) and errors else f"{type(exc).__name__}: {exc}"
         return _ChunkResult(
             failed=True,
-            error=f"{type(exc).__name__}: {exc}",
+            error=msg,
             calls=res.calls,
+            unparsed=res.unparsed,
             prompt_tokens=res.prompt_tokens,
             completion_tokens=res.completion_tokens,
         )
-    if path is not None:
-        # Unparseable replies are cached too (as empty results): a resume must not pay for
-        # them again, and a deterministic model would give the same reply. Delete the file
-        # (or bump PROMPT_VERSION) to retry.
-        _write_cache(path, model_key, res, ner_ok, re_ok)
+    if path is not None and not res.fallback:
+        # Only valid results are cached: a chunk that fell back is extracted again next time.
+        _write_cache(path, model_key, res, True, True)
     return res
 
 
@@ -491,13 +304,13 @@ class _Resolver:
             self._index(e.id, e.name, e.aliases)
 
     def _index(self, eid: str, name: str, aliases: Sequence[str]) -> None:
-        self.by_name.setdefault(_norm(name), eid)
+        self.by_name.setdefault(norm_name(name), eid)
         for a in aliases:
-            self.by_alias.setdefault(_norm(a), eid)
+            self.by_alias.setdefault(norm_name(a), eid)
 
     def lookup(self, name: str) -> str | None:
         """An entity whose name or one of whose aliases is ``name``."""
-        n = _norm(name)
+        n = norm_name(name)
         return self.by_name.get(n) or self.by_alias.get(n)
 
     def find(self, name: str, aliases: Sequence[str]) -> str | None:
@@ -505,7 +318,7 @@ class _Resolver:
         eid = self.lookup(name)
         if eid is None:
             for a in aliases:
-                eid = self.by_name.get(_norm(a))
+                eid = self.by_name.get(norm_name(a))
                 if eid is not None:
                     break
         return eid
@@ -527,11 +340,11 @@ class _Resolver:
             self._index(eid, name, aliases)
             return eid
         old = self.graph.entity(eid)
-        known = {_norm(old.name), *(_norm(a) for a in old.aliases)}
+        known = {norm_name(old.name), *(norm_name(a) for a in old.aliases)}
         new_aliases = []
         for a in (name, *aliases):
-            if _norm(a) not in known:
-                known.add(_norm(a))
+            if norm_name(a) not in known:
+                known.add(norm_name(a))
                 new_aliases.append(a)
         # add_entity merges: appends new aliases, keeps the first non-empty description and type.
         self.graph.add_entity(Entity(eid, old.name, new_aliases, ent["entity_information"], ent["type"]))
@@ -568,8 +381,11 @@ def build_llm_graph(
     NER + RE output is written atomically to ``cache_dir/<key>.json`` (key = sha256 of
     :data:`PROMPT_VERSION`, the model name and the chunk text), so a re-run after a crash makes
     no LLM calls for finished chunks. Replies that cannot be parsed are logged, counted in
-    ``unparsed`` and cached as empty results; chunks whose LLM call raises :class:`LLMError`
-    are logged, counted in ``failed`` and not cached. If every chunk fails, ``RuntimeError``.
+    ``unparsed``; a chunk whose NER / RE reply stays invalid after one retry falls back (no
+    entities / no triples from it), is counted in ``fallback_chunks`` and not cached; chunks
+    whose LLM call raises :class:`LLMError` are logged, counted in ``failed`` and not cached. If
+    every chunk fails or falls back, :class:`ExtractionError` (an ``LLMError``, so a ``RuntimeError``:
+    nothing usable came from the LLM; ``kgrag index`` prints it as one line).
 
     Triple endpoints are resolved through the entity name/alias resolution (fixing the paper
     code's silent drop of edges whose endpoint was merged under another name, METHODS §4(d));
@@ -628,7 +444,7 @@ def build_llm_graph(
         stats.prompt_tokens += res.prompt_tokens
         stats.completion_tokens += res.completion_tokens
     seen_keys: set[str] = set()
-    failed_chunks = 0
+    failed_chunks = fallback_chunks = 0
     failed_passages: set[str] = set()
     last_error = ""
     for c in chunks:
@@ -636,6 +452,7 @@ def build_llm_graph(
         if res.from_cache or c.key in seen_keys:
             stats.cached += 1
         seen_keys.add(c.key)
+        fallback_chunks += res.fallback
         if res.failed:
             failed_chunks += 1
             failed_passages.add(c.passage_id)
@@ -644,8 +461,22 @@ def build_llm_graph(
         if res.failed:
             logger.warning("LLM extraction failed for chunk %s: %s", key, res.error)
     stats.failed = len(failed_passages)
+    stats.fallback_chunks = sum(res.fallback for res in results.values())
+    if stats.fallback_chunks:
+        logger.warning(
+            "LLM extraction: %d of %d distinct chunk(s) fell back (reply invalid twice): they add no "
+            "LLM entities/triples and are not cached, so a rebuild extracts them again",
+            stats.fallback_chunks,
+            len(results),
+        )
+    if chunks and failed_chunks + fallback_chunks == len(chunks) and fallback_chunks:
+        raise ExtractionError(
+            f"LLM extraction got no valid reply for any of the {len(chunks)} chunk(s) of {len(passages)} "
+            f"passage(s) ({fallback_chunks} fell back after an invalid reply, {failed_chunks} failed) from "
+            f"{_model_key(llm)}: check that KGRAG_LLM_MODEL is an instruction-following model; nothing was cached"
+        )
     if chunks and failed_chunks == len(chunks):
-        raise RuntimeError(
+        raise ExtractionError(
             f"LLM extraction failed for all {failed_chunks} chunk(s) of {len(passages)} passage(s): "
             f"the LLM could not be reached or kept failing ({_model_key(llm)}). Last error: {last_error}"
         )
@@ -657,15 +488,16 @@ def build_llm_graph(
         res = results[c.key]
         if res.failed:
             continue
+        res.entities, res.triples = drop_instructions(res.entities, res.triples)  # injected instructions
         local: dict[str, str] = {}
         for ent in res.entities:
             eid = resolver.add(ent)
             graph.link(eid, c.passage_id)
             for n in (ent["name"], *ent["aliases"]):
-                local.setdefault(_norm(n), eid)
+                local.setdefault(norm_name(n), eid)
         for head, relation, tail in res.triples:
-            hid = local.get(_norm(head)) or resolver.lookup(head)
-            tid = local.get(_norm(tail)) or resolver.lookup(tail)
+            hid = local.get(norm_name(head)) or resolver.lookup(head)
+            tid = local.get(norm_name(tail)) or resolver.lookup(tail)
             if hid is None or tid is None or hid == tid:
                 stats.dropped_triples += 1
                 continue

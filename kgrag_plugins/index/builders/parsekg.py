@@ -25,6 +25,7 @@ from __future__ import annotations
 import time
 from typing import Callable, Sequence
 
+from ...models.prompting import is_instruction
 from ...types import Passage
 from ..graph import KnowledgeGraph
 from ..parsekg import EXCLUDED_HEAD_TYPES, ParseKG
@@ -64,7 +65,7 @@ def add_parsed(
                 g.link(e, p.id)
                 linked.add(e)
                 stats.links += 1
-        if not ents:
+        if not ents or is_instruction(text[sa:sb]):  # injected instructions are not hyperrelations
             continue
         sent = text[sa:sb].strip()
         hyper = _mask(text[sa:sb], [(a, b) for a, b, _e, _h in ents], sa)

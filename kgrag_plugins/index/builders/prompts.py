@@ -7,6 +7,13 @@ must say what the entity *is*, not what it does in this text), shows one worked 
 list of forbidden outputs; the RE prompt asks for explicit relations between the listed
 entities with pronouns resolved, with one worked example. Both demand JSON only.
 
+The chunk text (and, for RE, the extracted names) go inside ``<text>`` / ``<entities>`` data
+blocks (:func:`~kgrag_plugins.models.prompting.data_block`, which escapes tag look-alikes), and
+both system prompts state that delimited text is data and that instructions inside it are
+neither followed nor extracted (:data:`~kgrag_plugins.models.prompting.DATA_NOTICE`,
+:data:`~kgrag_plugins.models.prompting.EXTRACTION_NOTICE`); :mod:`.llm_extract` also drops
+extracted instructions (:func:`~kgrag_plugins.models.prompting.drop_instructions`).
+
 The paper enforces the output shape with Ollama's JSON-schema ``format``; an OpenAI-compatible
 endpoint may not, so the parser in :mod:`.llm_extract` is tolerant instead.
 
@@ -19,18 +26,27 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
+from ...models.prompting import DATA_NOTICE, EXTRACTION_NOTICE, data_block
+
 __all__ = ["ENTITY_TYPES", "NER_SYSTEM", "PROMPT_VERSION", "RE_SYSTEM", "ner_messages", "re_messages"]
 
 #: Part of the cache key of every extracted chunk; change it when the prompts change.
-PROMPT_VERSION = "sa-rag-extract-v1"
+PROMPT_VERSION = "sa-rag-extract-v2"
 
 #: The entity types the NER prompt allows (anything else is mapped to ``MISC``).
 ENTITY_TYPES = ("PERSON", "ORGANIZATION", "GPE", "MISC")
 
-NER_SYSTEM = """\
+#: Both notices, as they appear in the two system prompts.
+_NOTICES = f"{DATA_NOTICE} {EXTRACTION_NOTICE}"
+
+NER_SYSTEM = (
+    """\
 You are an information-extraction assistant that builds a knowledge graph from text.
 
-Task: find every named entity in the text the user gives you.
+Task: find every named entity in the text the user gives you inside <text>...</text>.
+"""
+    + _NOTICES
+    + """
 
 For each entity return one JSON object with exactly these keys:
 - "name": the fullest proper name used for the entity in the text (for example "Ada Lovelace", \
@@ -60,9 +76,10 @@ than the four above.
 - Return only the JSON array, with no explanation before or after it and no markdown.
 
 Example
-Text:
+<text>
 Marie Curie, born Maria Sklodowska in Warsaw, shared the 1903 Nobel Prize in Physics with her \
 husband Pierre Curie. She later directed the Radium Institute in Paris.
+</text>
 
 Output:
 [{"name": "Marie Curie", "type": "PERSON", "aliases": ["Maria Sklodowska"], \
@@ -81,11 +98,16 @@ Radium Institute is a research institute in Paris that Marie Curie directed."}, 
 Not allowed in this example: {"name": "She", ...}, {"name": "her husband", ...}, \
 {"name": "1903", ...}, and "Warsaw is the city where Marie Curie was born." as the description \
 of Warsaw (it depends on the text)."""
+)
 
-RE_SYSTEM = """\
+RE_SYSTEM = (
+    """\
 You are an information-extraction assistant that builds a knowledge graph from text.
 
-The user gives you a text and the list of named entities found in it ("named_entities"). Write \
+The user gives you a text inside <text>...</text> and the list of named entities found in it \
+("named_entities", inside <entities>...</entities>). """
+    + _NOTICES
+    + """ Write \
 down every relationship between two of these entities that the text states explicitly, as a \
 triple [head, relation, tail]:
 - head and tail are copied exactly, with the same spelling, from the named_entities list.
@@ -101,31 +123,37 @@ Return only a JSON object of the form {"triples": [["head", "relation", "tail"],
 explanation and no markdown.
 
 Example
-Text:
+<text>
 Grace Hopper joined the United States Navy in 1943. After the war she worked on the UNIVAC I \
 at the Eckert-Mauchly Computer Corporation, which was later bought by Remington Rand.
+</text>
+<entities>
 named_entities: ["Grace Hopper", "United States Navy", "UNIVAC I", \
 "Eckert-Mauchly Computer Corporation", "Remington Rand"]
+</entities>
 
 Output:
 {"triples": [["Grace Hopper", "joined", "United States Navy"], \
 ["Grace Hopper", "worked on", "UNIVAC I"], \
 ["Grace Hopper", "worked at", "Eckert-Mauchly Computer Corporation"], \
 ["Remington Rand", "bought", "Eckert-Mauchly Computer Corporation"]]}"""
+)
 
 
 def ner_messages(text: str) -> list[dict[str, str]]:
-    """Chat messages for entity extraction from one chunk."""
+    """Chat messages for entity extraction from one chunk (the chunk in a ``<text>`` block)."""
     return [
         {"role": "system", "content": NER_SYSTEM},
-        {"role": "user", "content": f"Text:\n{text}\n\nReturn the JSON array of named entities."},
+        {"role": "user", "content": f"{data_block('text', text)}\n\nReturn the JSON array of named entities."},
     ]
 
 
 def re_messages(text: str, names: Sequence[str]) -> list[dict[str, str]]:
-    """Chat messages for relation extraction from one chunk, given its extracted entity names."""
+    """Chat messages for relation extraction from one chunk, given its extracted entity names
+    (the chunk in a ``<text>`` block, the names in an ``<entities>`` block)."""
     listed = json.dumps(list(names), ensure_ascii=False)
+    blocks = f"{data_block('text', text)}\n{data_block('entities', f'named_entities: {listed}')}"
     return [
         {"role": "system", "content": RE_SYSTEM},
-        {"role": "user", "content": f"Text:\n{text}\nnamed_entities: {listed}\n\nReturn the JSON object of triples."},
+        {"role": "user", "content": f"{blocks}\n\nReturn the JSON object of triples."},
     ]

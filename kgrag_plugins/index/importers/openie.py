@@ -67,6 +67,9 @@ def load_openie_jsonl(
         except json.JSONDecodeError as e:
             issues(lineno, f"invalid JSON ({e.msg} at column {e.colno}): {s[:80]!r}")
             continue
+        except (ValueError, RecursionError) as e:  # over-long integers, absurd nesting
+            issues(lineno, f"invalid JSON ({type(e).__name__}): {s[:80]!r}")
+            continue
         if not isinstance(rec, dict):
             issues(lineno, f"expected a JSON object, got {type(rec).__name__}")
             continue

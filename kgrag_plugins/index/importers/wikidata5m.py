@@ -388,6 +388,7 @@ def load_wikidata5m(
     if not valid:
         ents.map.table = None
         issues.skipped += skipped
+        issues.examples[:0] = examples  # bad lines of the entities/relations files (else none to show)
         raise _no_triples(tp, lines, issues)
     heads, rels_col, tails = np.concatenate(hs), np.concatenate(rs), np.concatenate(ts)
     del hs, rs, ts

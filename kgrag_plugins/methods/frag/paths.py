@@ -101,3 +101,83 @@ class Candidates:
         if not parts:
             return Candidates.empty(width)
         return Candidates(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("nodes", "rels", "lengths")))
+
+
+def walk_paths(
+    pg: PathGraph,
+    s: int,
+    in_s: np.ndarray,
+    hops: int,
+    width: int,
+    max_candidates: int,
+    chain: Sequence[int] | None = None,
+) -> Candidates:
+    """Simple paths from ``s`` inside ``in_s``: all of length 1..``hops``, or, with ``chain``
+    (signed relation ids), only those following it to its end. Arrays are ``width`` wide."""
+    parts: list[Candidates] = []
+    frontier = Candidates(
+        np.full((1, width + 1), -1, np.int64), np.full((1, width), -1, np.int64), np.zeros(1, np.int64)
+    )
+    frontier.nodes[0, 0] = s
+    for depth in range(hops):
+        ends = frontier.nodes[:, depth]
+        pos, owner = pg.gather(ends)
+        w = pg.dst[pos].astype(np.int64)
+        ok = in_s[w] & ~(frontier.nodes[owner, : depth + 1] == w[:, None]).any(axis=1)
+        if chain is not None:
+            ok &= pg.rel[pos] == chain[depth]
+        nodes = frontier.nodes[owner[ok]]
+        rels = frontier.rels[owner[ok]]
+        nodes[:, depth + 1] = w[ok]
+        rels[:, depth] = pg.rel[pos[ok]]
+        frontier = Candidates(nodes, rels, np.full(len(nodes), depth + 1, np.int64))
+        if chain is None or depth == hops - 1:
+            parts.append(frontier)
+        if not len(frontier) or len(frontier) > max_candidates:
+            break
+    return Candidates.concat(parts, width)
+
+
+def shortest_paths(pg: PathGraph, s: int, in_s: np.ndarray, max_hops: int) -> Candidates:
+    """One unit-weight shortest path from ``s`` to every node within ``max_hops`` inside
+    ``in_s`` (FRAG's Dijkstra module); the first edge found in breadth-first order wins."""
+    L = max_hops
+    parent: dict[int, tuple[int, int]] = {}
+    visited = np.zeros(pg.n, dtype=bool)
+    visited[s] = True
+    frontier = np.array([s], dtype=np.int64)
+    levels: list[np.ndarray] = []
+    par_node: list[np.ndarray] = []
+    par_rel: list[np.ndarray] = []
+    for _ in range(L):
+        pos, owner = pg.gather(frontier)
+        nb = pg.dst[pos].astype(np.int64)
+        ok = in_s[nb] & ~visited[nb]
+        pos, owner, nb = pos[ok], owner[ok], nb[ok]
+        if not len(nb):
+            break
+        uniq, first = np.unique(nb, return_index=True)
+        visited[uniq] = True
+        levels.append(uniq)
+        par_node.append(frontier[owner[first]])
+        par_rel.append(pg.rel[pos[first]].astype(np.int64))
+        frontier = uniq
+    if not levels:
+        return Candidates.empty(L)
+    for lv, pn, pr in zip(levels, par_node, par_rel):
+        parent.update(zip(lv.tolist(), zip(pn.tolist(), pr.tolist())))
+    total = sum(len(lv) for lv in levels)
+    nodes = np.full((total, L + 1), -1, np.int64)
+    rels = np.full((total, L), -1, np.int64)
+    lengths = np.zeros(total, np.int64)
+    row = 0
+    for depth, lv in enumerate(levels, start=1):
+        for node in lv.tolist():
+            cur = node
+            for j in range(depth, 0, -1):
+                nodes[row, j] = cur
+                cur, rels[row, j - 1] = parent[cur]
+            nodes[row, 0] = s
+            lengths[row] = depth
+            row += 1
+    return Candidates(nodes, rels, lengths)

@@ -1,23 +1,52 @@
-"""FRAG's prompts (METHODS.md §2(c), ``utils/PromptTemplate.py`` of the released code)."""
+"""FRAG's prompts (paper App. A.5; METHODS.md §2(c)).
+
+The persona and task sentences are the paper's wording (App. A.5, "Prompts"):
+
+- :data:`REASONING` (reasoning module): :data:`PERSONA` + "Based on the reasoning paths, please
+  answer the given question." + the paths + the question. The released code's
+  ``utils/PromptTemplate.py`` ends it with a ``## Output:`` line, which the appendix omits
+  (METHODS.md §2(c)); we keep that line.
+- :data:`HOP_ESTIMATION` (reasoning-aware module, FRAG-F): :data:`PERSONA_HOP` + "Based on the
+  reasoning paths, please extract the correct reasoning path. If NO correct reasoning path,
+  please just reply NO." + the paths + the question + ``Correct reasoning path:``.
+
+Our changes (issue 13, retrieved text is data): the paths sit inside a ``<paths>`` block whose
+content is escaped (:func:`~kgrag_plugins.models.prompting.data_block`), the
+:data:`~kgrag_plugins.models.prompting.DATA_NOTICE` sentence follows the task sentence, and the
+``Reasoning Paths:`` / ``Question:`` labels are on their own lines (the appendix runs them
+together on one line). The reply is read as before: the first line (``STOP`` ends at the
+first newline); FRAG-F counts the ``->`` of that line.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ...models.prompting import DATA_NOTICE, data_block, escape_data
+
+#: The reasoning module's persona (paper App. A.5, verbatim).
 PERSONA = (
-    "You are an expert reasoner with a deep understanding of reasoning paths. Your task is to "
-    "analyze the given reasoning paths and provide clear and accurate answers."
+    "You are an expert reasoner with a deep understanding of logical connections and relationships. "
+    "Your task is to analyze the given reasoning paths and provide clear and accurate answers to the "
+    "questions based on these paths."
+)
+
+#: The reasoning-aware module's (hop estimation) persona (paper App. A.5, verbatim).
+PERSONA_HOP = (
+    "You are an expert reasoner with a deep understanding of logical connections and relationships. "
+    "Your task is to analyze the given reasoning paths and provide accurate reasoning path to the "
+    "questions based on these paths."
 )
 
 REASONING = (
-    PERSONA + "\n\nBased on the reasoning paths, please answer the given question.\n\n"
+    PERSONA + " Based on the reasoning paths, please answer the given question.\n" + DATA_NOTICE + "\n\n"
     "Reasoning Paths:\n{paths}\n\nQuestion:\n{question}\n\n## Output:\n"
 )
 
 HOP_ESTIMATION = (
-    PERSONA + "\n\nBased on the reasoning paths, please extract the correct reasoning path that answers the "
-    "given question. Copy the path exactly as it is written. If none of the paths answers the "
-    "question, reply NO.\n\nReasoning Paths:\n{paths}\n\nQuestion:\n{question}\n\n## Output:\n"
+    PERSONA_HOP + " Based on the reasoning paths, please extract the correct reasoning path. If NO correct "
+    "reasoning path, please just reply NO.\n" + DATA_NOTICE + "\n\n"
+    "Reasoning Paths:\n{paths}\n\nQuestion:\n{question}\n\nCorrect reasoning path:"
 )
 
 #: Decoding of the released code (``config.py``): first line of a near-greedy completion.
@@ -26,10 +55,10 @@ MAX_TOKENS = 256
 
 
 def reasoning_prompt(question: str, paths: Sequence[str]) -> str:
-    """The zero-shot reasoning prompt over the top paths, one per line."""
-    return REASONING.format(paths="\n".join(paths), question=question)
+    """The zero-shot reasoning prompt over the top paths, one per line in a ``<paths>`` block."""
+    return REASONING.format(paths=data_block("paths", paths), question=escape_data(question))
 
 
 def hop_estimation_prompt(question: str, paths: Sequence[str]) -> str:
     """FRAG-F's prompt: the LLM copies the path that answers the question (or says NO)."""
-    return HOP_ESTIMATION.format(paths="\n".join(paths), question=question)
+    return HOP_ESTIMATION.format(paths=data_block("paths", paths), question=escape_data(question))

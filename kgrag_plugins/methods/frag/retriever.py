@@ -39,13 +39,17 @@ Choices where the paper's parts are not available here or the released code is u
   name/alias n-grams link them, then an embedding match of the question's spans (cos ≥ 0.85).
 - **Router without a trained classifier**: a rule over the question's relational cues
   (:func:`heuristic_route`), METHODS.md §2(e)'s "count entity/relation mentions" substitute.
-- **Chain-guided completion** (with a trained path ranker only). One shortest path per node
-  loses most long answers on graphs with hubs: in MetaQA every film is two hops from every
-  other through a shared genre or year, so the film reached "via its director" is first found
-  via "Drama". The complex pipeline therefore also enumerates the simple paths that follow the
+- **Chain-guided completion** (our addition, not in the paper; with a trained path ranker
+  only, itself an addition: the paper ranks paths with a zero-shot cross-encoder). One
+  shortest path per node loses most long answers on graphs with hubs: in MetaQA every film is
+  two hops from every other through a shared genre or year, so the film reached "via its
+  director" is first found via "Drama". The complex pipeline therefore also enumerates the simple paths that follow the
   ``chain_beam`` (3) relation chains the ranker finds most probable, inside the same pruned
-  subgraph; candidates are pooled and de-duplicated before ranking. ``chain_beam=0`` restores
-  the paper's pipeline exactly.
+  subgraph; candidates are pooled and de-duplicated before ranking. ``chain_beam=0`` turns
+  it off. The paper's pipelines (FRAG §4.3, the §5.3 ablation) are ``path_ranker=None`` and
+  ``chain_beam=0``, which still differ from the released code by the substitutions listed here
+  (bi-encoder chain scores, both edge directions, parallel edges, topic linking); the KGQA bench
+  runs them as ``frag-zeroshot-simple`` / ``frag-zeroshot-complex``.
 - **Answers.** LLM-free: the end entities of the top paths in rank order (KGQA); on corpus graphs
   the passages linked to entities of the top paths (the first ``passage_pool``, best paths
   and end entities first) and the dense top k, ranked by cosine with the question, path
@@ -66,7 +70,8 @@ import numpy as np
 
 from ...index.graph import UnknownEntityError
 from ...index.store import KnowledgeIndex
-from ...models.llm import LLMError, as_llm
+from ...models.llm import as_llm
+from ...models.replies import InvalidReply, check_text, complete_validated, first_line
 from ...types import Answer, Evidence, Fact, Path, ScoredPassage
 from ..activation import TextVectorCache
 from ..base import Retriever
@@ -81,8 +86,11 @@ from .hop_classifier import (
     strip_topic_marks,
 )
 from .path_ranker import PathRanker, chain_key, relation_query
-from .paths import Candidates, PathGraph, humanise_relation
+from .paths import Candidates, PathGraph, humanise_relation, shortest_paths, walk_paths
 from .prompts import MAX_TOKENS, STOP, hop_estimation_prompt, reasoning_prompt
+
+#: Longest accepted LLM answer line (characters).
+MAX_ANSWER_CHARS = 300
 
 __all__ = ["FRAGRetriever"]
 
@@ -118,7 +126,8 @@ class FRAGRetriever(Retriever):
             path) trained on question-answer pairs of this KG (``kgrag train path-ranker``):
             paths are scored by the log-probability of their relation chain.
         chain_beam: with a path ranker, the complex pipeline also walks the ``chain_beam`` most
-            probable relation chains (chain-guided completion, see the module docstring); 0 = off.
+            probable relation chains (chain-guided completion, our addition; see the module
+            docstring); 0 = off, as in the paper.
         reranker: optional ``(query, texts) -> scores`` cross-encoder for relations and paths.
         max_candidates: cap on enumerated paths per question (hub entities); the cap is reported.
         passage_pool: corpus graphs: passages of path entities considered before the cosine cut.
@@ -151,8 +160,6 @@ class FRAGRetriever(Retriever):
         passage_pool: int = 50,
         path_bonus: float = 0.1,
     ) -> None:
-        from ...index.builders.linking import NameIndex
-
         if index.graph.num_triples == 0:
             raise ValueError(
                 "FRAGRetriever needs a knowledge graph with triples: load a curated KG "
@@ -187,17 +194,27 @@ class FRAGRetriever(Retriever):
         self.link_threshold = link_threshold
         self.passage_pool = passage_pool
         self.path_bonus = path_bonus
-        self._pg = PathGraph(index.graph, inverse)
-        self._names = NameIndex.from_graph(index.graph)
-        self._relations = index.graph.relations
-        self._ids = index.graph.entity_ids
-        self._rel_ids = {r: i for i, r in enumerate(self._relations)}
+        self._inverse = inverse
+        self._refresh()
         self.chain_beam = chain_beam
-        self._cache = TextVectorCache(20_000)
+        self._cache = TextVectorCache(20_000)  # keyed by chain text: survives index updates
         if mode == "simple":
             self.name = "frag-simple"
         elif mode == "complex":
             self.name = "frag-complex"
+
+    def _refresh(self) -> None:
+        """(Re)build the path graph, name index and id tables from the index's current graph;
+        called again when the index changes (``index.revision``)."""
+        from ...index.builders.linking import NameIndex
+
+        graph = self.index.graph
+        self.graph = graph
+        self._pg = PathGraph(graph, self._inverse)
+        self._names = NameIndex.from_graph(graph)
+        self._relations = graph.relations
+        self._ids = graph.entity_ids
+        self._rel_ids = {r: i for i, r in enumerate(self._relations)}
 
     # ------------------------------------------------------------------ routing
     def route(self, question: str) -> tuple[RouteName, float | None]:
@@ -217,6 +234,7 @@ class FRAGRetriever(Retriever):
         n-grams), ``"embedding"`` (nearest entity name of a question span) or ``"none"``."""
         from ...index.builders.linking import link_question, name_key
 
+        self._sync_index()
         unknown: list[str] = []
         spans = TOPIC_MARK.findall(question)
         if spans:  # the user named the topic: never link other words of the question instead
@@ -277,13 +295,14 @@ class FRAGRetriever(Retriever):
         self, question: str, *, route: RouteName | None = None, topic_entities: Sequence[str] | None = None
     ) -> tuple[list[Path], dict[str, Any]]:
         """Run FRAG's retrieval for one question: the top ``max_paths`` paths and a trace."""
+        self._sync_index()
         t0 = time.perf_counter()
         timings: dict[str, float] = {}
         trace: dict[str, Any] = {"retriever": self.name}
         if topic_entities is not None:
             for e in topic_entities:
                 if e not in self.graph:
-                    raise UnknownEntityError(e)
+                    raise UnknownEntityError(f"unknown topic entity id {e!r}", entity_id=e, graph=self.graph)
             topics, how, unknown = list(dict.fromkeys(topic_entities)), "given", []
         else:
             topics, how, unknown = self.link(question)
@@ -336,7 +355,8 @@ class FRAGRetriever(Retriever):
             cands = Candidates.concat([self._simple_paths(int(s), in_s) for s in seeds], 2)
         else:
             cands = Candidates.concat(
-                [self._shortest_paths(int(s), in_s) for s in seeds] + [self._chain_paths(seeds, in_s, qv, trace)],
+                [shortest_paths(self._pg, int(s), in_s, self.complex_hops) for s in seeds]
+                + [self._chain_paths(seeds, in_s, qv, trace)],
                 self.complex_hops,
             )
             cands = cands.unique()
@@ -383,33 +403,7 @@ class FRAGRetriever(Retriever):
 
     def _simple_paths(self, s: int, in_s: np.ndarray) -> Candidates:
         """All simple paths of length 1..simple_hops from ``s`` inside ``in_s`` (FRAG's BFS module)."""
-        return self._walk(s, in_s, self.simple_hops, self.simple_hops)
-
-    def _walk(self, s: int, in_s: np.ndarray, hops: int, width: int, chain: Sequence[int] | None = None) -> Candidates:
-        """Simple paths from ``s`` inside ``in_s``: all of length 1..``hops``, or, with ``chain``
-        (signed relation ids), only those following it to its end. Arrays are ``width`` wide."""
-        parts: list[Candidates] = []
-        frontier = Candidates(
-            np.full((1, width + 1), -1, np.int64), np.full((1, width), -1, np.int64), np.zeros(1, np.int64)
-        )
-        frontier.nodes[0, 0] = s
-        for depth in range(hops):
-            ends = frontier.nodes[:, depth]
-            pos, owner = self._pg.gather(ends)
-            w = self._pg.dst[pos].astype(np.int64)
-            ok = in_s[w] & ~(frontier.nodes[owner, : depth + 1] == w[:, None]).any(axis=1)
-            if chain is not None:
-                ok &= self._pg.rel[pos] == chain[depth]
-            nodes = frontier.nodes[owner[ok]]
-            rels = frontier.rels[owner[ok]]
-            nodes[:, depth + 1] = w[ok]
-            rels[:, depth] = self._pg.rel[pos[ok]]
-            frontier = Candidates(nodes, rels, np.full(len(nodes), depth + 1, np.int64))
-            if chain is None or depth == hops - 1:
-                parts.append(frontier)
-            if not len(frontier) or len(frontier) > self.max_candidates:
-                break
-        return Candidates.concat(parts, width)
+        return walk_paths(self._pg, s, in_s, self.simple_hops, self.simple_hops, self.max_candidates)
 
     def _chain_paths(self, seeds: np.ndarray, in_s: np.ndarray, qv: np.ndarray, trace: dict[str, Any]) -> Candidates:
         """Chain-guided completion of the complex pipeline (needs a path ranker): paths along the
@@ -423,7 +417,10 @@ class FRAGRetriever(Retriever):
             if chain is None or len(chain) > self.complex_hops:
                 continue
             used.append("/".join(self.path_ranker.chains[int(ci)]))
-            parts += [self._walk(int(s), in_s, len(chain), self.complex_hops, chain) for s in seeds]
+            parts += [
+                walk_paths(self._pg, int(s), in_s, len(chain), self.complex_hops, self.max_candidates, chain)
+                for s in seeds
+            ]
             if len(used) >= self.chain_beam:
                 break
         trace["guided_chains"] = used
@@ -440,50 +437,6 @@ class FRAGRetriever(Retriever):
                 return None
             out.append(rid + self._pg.R if inv else rid)
         return out
-
-    def _shortest_paths(self, s: int, in_s: np.ndarray) -> Candidates:
-        """One unit-weight shortest path from ``s`` to every node within complex_hops inside
-        ``in_s`` (FRAG's Dijkstra module); the first edge found in breadth-first order wins."""
-        L = self.complex_hops
-        parent: dict[int, tuple[int, int]] = {}
-        visited = np.zeros(self._pg.n, dtype=bool)
-        visited[s] = True
-        frontier = np.array([s], dtype=np.int64)
-        levels: list[np.ndarray] = []
-        par_node: list[np.ndarray] = []
-        par_rel: list[np.ndarray] = []
-        for _ in range(L):
-            pos, owner = self._pg.gather(frontier)
-            nb = self._pg.dst[pos].astype(np.int64)
-            ok = in_s[nb] & ~visited[nb]
-            pos, owner, nb = pos[ok], owner[ok], nb[ok]
-            if not len(nb):
-                break
-            uniq, first = np.unique(nb, return_index=True)
-            visited[uniq] = True
-            levels.append(uniq)
-            par_node.append(frontier[owner[first]])
-            par_rel.append(self._pg.rel[pos[first]].astype(np.int64))
-            frontier = uniq
-        if not levels:
-            return Candidates.empty(L)
-        for lv, pn, pr in zip(levels, par_node, par_rel):
-            parent.update(zip(lv.tolist(), zip(pn.tolist(), pr.tolist())))
-        total = sum(len(lv) for lv in levels)
-        nodes = np.full((total, L + 1), -1, np.int64)
-        rels = np.full((total, L), -1, np.int64)
-        lengths = np.zeros(total, np.int64)
-        row = 0
-        for depth, lv in enumerate(levels, start=1):
-            for node in lv.tolist():
-                cur = node
-                for j in range(depth, 0, -1):
-                    nodes[row, j] = cur
-                    cur, rels[row, j - 1] = parent[cur]
-                nodes[row, 0] = s
-                lengths[row] = depth
-                row += 1
-        return Candidates(nodes, rels, lengths)
 
     def _drop_cvt_ends(self, cands: Candidates) -> Candidates:
         if not len(cands):
@@ -627,8 +580,10 @@ class FRAGRetriever(Retriever):
 
     # ------------------------------------------------------------------ answers
     def answer(self, question: str, *, evidence: Evidence | None = None) -> Answer:
-        """With an LLM: FRAG's reasoning prompt over the top paths (first line of the reply).
-        LLM-free (or when the LLM fails): the end entity of the best path."""
+        """With an LLM: FRAG's reasoning prompt over the top paths (first line of the reply; valid
+        when non-empty, at most 300 characters, not symbols, not a refusal; an invalid reply is
+        asked once more). LLM-free, when the call fails or the reply stays invalid: the end
+        entity of the best path (``metadata["llm_error"]`` says why, WARNING logged)."""
         ev = evidence if evidence is not None else self.retrieve(question, k=5)
         paths = [f.text for f in ev.facts if f.kind == "path"]
         answers = ev.trace.get("answers") or []
@@ -636,29 +591,46 @@ class FRAGRetriever(Retriever):
         meta: dict[str, Any] = {"route": ev.trace.get("route"), "answers": answers}
         if self.llm is None:
             return Answer(question, fallback, ev, {**meta, "llm": False})
-        try:
-            reply = self.llm.complete(
-                reasoning_prompt(strip_topic_marks(question), paths),
-                stop=STOP,
-                max_tokens=MAX_TOKENS,
-                temperature=0.01,
-            )
-        except LLMError as e:
-            return Answer(question, fallback, ev, {**meta, "llm": True, "llm_error": str(e)})
-        text = reply.strip().splitlines()[0].strip() if reply.strip() else ""
-        return Answer(question, text or fallback, ev, {**meta, "llm": True})
+        errors: list[dict[str, Any]] = []
+        text = complete_validated(
+            self.llm,
+            reasoning_prompt(strip_topic_marks(question), paths),
+            lambda reply: check_text(reply, single_line=True, max_chars=MAX_ANSWER_CHARS),
+            step="answer",
+            errors=errors,
+            stop=STOP,
+            max_tokens=MAX_TOKENS,
+            temperature=0.01,
+        )
+        if text is None:
+            return Answer(question, fallback, ev, {**meta, "llm": True, "llm_error": errors[-1]["error"]})
+        return Answer(question, text, ev, {**meta, "llm": True})
 
     def estimate_hops(self, question: str, paths: Sequence[str]) -> int | None:
-        """FRAG-F: ask the LLM which path answers the question and count its hops (None if the
-        reply is NO, has no path, or is outside 1..4)."""
+        """FRAG-F: ask the LLM which path answers the question and count its hops. Valid reply:
+        ``NO`` (-> ``None``) or a first line with a path of 1..4 hops; anything else is asked once
+        more, then ``None`` (the question stays unlabelled; WARNING logged)."""
         if self.llm is None:
             raise ValueError("estimate_hops needs an llm")
-        try:
-            reply = self.llm.complete(hop_estimation_prompt(question, paths), stop=STOP, max_tokens=MAX_TOKENS)
-        except LLMError:
-            return None
-        hops = count_hops(reply.strip().splitlines()[0] if reply.strip() else "")
-        return hops if 1 <= hops <= 4 else None
+
+        def validate(reply: str) -> int:
+            line = first_line(reply)
+            if re.match(r"^\W*no\b", line, re.I):
+                return 0
+            hops = count_hops(line)
+            if not 1 <= hops <= 4:
+                raise InvalidReply(f"no path of 1..4 hops in {line[:200]!r}")
+            return hops
+
+        hops = complete_validated(
+            self.llm,
+            hop_estimation_prompt(question, paths),
+            validate,
+            step="hop_estimation",
+            stop=STOP,
+            max_tokens=MAX_TOKENS,
+        )
+        return hops or None
 
     def feedback(self, questions: Sequence[str], *, fraction: float = 0.25, seed: int = 0) -> dict[str, Any]:
         """FRAG-F (§2 step 10): sample ``fraction`` of ``questions`` (seed 0), label each complex

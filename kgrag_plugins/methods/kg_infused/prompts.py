@@ -4,6 +4,13 @@
 The instruction texts follow the paper's appendix; the layout (blank lines between blocks) is
 ours. Each prompt is one user turn (the chat template is applied by the serving stack).
 
+Data delimiting (ours, issue 13): every slot holding retrieved or derived content (passages,
+triples, the triples summary, a note) sits inside an XML-like tag (``<passages>``, ``<triples>``,
+``<previous_triples>``, ``<new_triples>``, ``<summary>``, ``<passage>``) and each prompt with such
+a slot adds :data:`~kgrag_plugins.models.prompting.DATA_NOTICE` after the paper's instruction
+paragraph. The templates are :class:`~kgrag_plugins.models.prompting.DataPrompt` strings, so
+``.format`` escapes tag look-alikes in every field. Otherwise the wording is the paper's.
+
 Triple format: the instructions say ``<subject, predicate, object>``, but the triples shown to
 the model use `` | `` separators (``<head | relation | tail>``), as the official code does
 (METHODS.md §1(c) [DISCREPANCY]); the parser accepts both.
@@ -27,6 +34,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from ...models.prompting import DATA_NOTICE, DataPrompt, escape_data
+
 __all__ = [
     "ANSWER_WITHOUT_RETRIEVAL",
     "ANSWER_WITH_RETRIEVAL",
@@ -45,41 +54,63 @@ __all__ = [
     "postprocess",
 ]
 
-ANSWER_WITHOUT_RETRIEVAL = """### Instructions
+#: Appended to the instruction paragraph of every prompt that carries retrieved content.
+_NOTICE = DATA_NOTICE
+
+ANSWER_WITHOUT_RETRIEVAL = DataPrompt(
+    """### Instructions
 Only give me the answer and do not output any other words.
 
 Question: {question}
 Answer:"""
+)
 
-ANSWER_WITH_RETRIEVAL = """### Instructions
+ANSWER_WITH_RETRIEVAL = DataPrompt(
+    """### Instructions
 Answer the question based on the given passages. Only give me the answer and do not output any other words.
+"""
+    + _NOTICE
+    + """
 
 Passages:
+<passages>
 {passages}
+</passages>
 
 Question: {question}
 Answer:"""
+)
 
-QUERY_EXPANSION_ONLY_QUERY = """### Instructions
+QUERY_EXPANSION_ONLY_QUERY = DataPrompt(
+    """### Instructions
 Generate a new short query that is distinct from but closely related to the original question. This new query should aim to retrieve additional passages that fill in gaps or provide complementary knowledge necessary to thoroughly address the original question. Ensure the new query is relevant, precise, and broadens the scope of information tied to the original question. Only give me the new short query and do not output any other words.
 
 Original Question:
 {question}
 
 New Query:"""
+)
 
-WRITE_NOTE = """### Instructions
+WRITE_NOTE = DataPrompt(
+    """### Instructions
 Based on the provided document content, write a note. The note should integrate all relevant information from the original text that can help answer the specified question and form a coherent paragraph. Please ensure that the note includes all original text information useful for answering the question.
+"""
+    + _NOTICE
+    + """
 
 Question to be answered:
 {question}
 
 Document content:
+<passages>
 {passages}
+</passages>
 
 Note:"""
+)
 
-TRIPLES_SELECTION = """### Instructions
+TRIPLES_SELECTION = DataPrompt(
+    """### Instructions
 Given a question and a set of retrieved entity triples, select only the triples that are relevant to the question.
 
 ### Information:
@@ -92,16 +123,23 @@ Given a question and a set of retrieved entity triples, select only the triples 
    - For example, if the question asks about a specific person, include triples about that person's name, occupation, relationships, etc.
    - If the question asks about an event or entity, include related background information that can help answer the question.
 3. Output triples exactly as they appear in angle brackets (<...>).
+"""
+    + _NOTICE
+    + """
 
 Question:
 {question}
 
 Retrieved Entity Triples:
+<triples>
 {triples}
+</triples>
 
 Selected Triples:"""
+)
 
-TRIPLES_UPDATE = """### Instructions
+TRIPLES_UPDATE = DataPrompt(
+    """### Instructions
 Given a question, a set of previously selected entity triples that are relevant to the question, and a new set of retrieved entity triples, select only the triples from the new set of retrieved entity triples that expand or enhance the information provided by the previously selected triples to help address the question.
 
 ### Information:
@@ -115,56 +153,87 @@ Given a question, a set of previously selected entity triples that are relevant 
    - Helps to better address or provide context for answering the question.
 3. Do not include triples that are unrelated to the question or do not expand on the previously selected triples.
 4. Output triples exactly as they appear in angle brackets (<...>).
+"""
+    + _NOTICE
+    + """
 
 Question:
 {question}
 
 Previously Selected Triples:
+<previous_triples>
 {previous_selected_triples}
+</previous_triples>
 
 New Retrieved Entity Triples:
+<new_triples>
 {new_retrieved_triples}
+</new_triples>
 
 Selected Triples:"""
+)
 
-TRIPLES_SUMMARY = """### Instructions
+TRIPLES_SUMMARY = DataPrompt(
+    """### Instructions
 Given a question and a set of retrieved entity triples, write a summary that captures the key information from the triples. If the triples do not provide enough information to directly answer the question, still summarize the information provided in the triples, even if it does not directly relate to the question. Focus on presenting all available details, regardless of their direct relevance to the query, in a concise and informative way.
+"""
+    + _NOTICE
+    + """
 
 Question:
 {question}
 
 Selected Triples:
+<triples>
 {selected_triples}
+</triples>
 
 Summary:"""
+)
 
-QUERY_EXPANSION = """### Instructions
+QUERY_EXPANSION = DataPrompt(
+    """### Instructions
 Generate a new short query that is distinct from but closely related to the original question. This new query should leverage both the original question and the provided paragraph to retrieve additional passages that fill in gaps or provide complementary knowledge necessary to thoroughly address the original question. Ensure the new query is relevant, precise, and broadens the scope of information tied to the original question. Only give me the new short query and do not output any other words.
+"""
+    + _NOTICE
+    + """
 
 Original Question:
 {question}
 
 Related Paragraph:
+<summary>
 {triples_summary}
+</summary>
 
 New Query:"""
+)
 
-AUG_PASSAGE = """### Instructions
+AUG_PASSAGE = DataPrompt(
+    """### Instructions
 You are an expert in text enhancement and fact integration. Given a question, a retrieved passage, and relevant factual information, your task is to improve the passage by seamlessly incorporating useful details from the factual information. Ensure that the enhanced passage remains coherent, well-structured, and directly relevant to answering the question. Preserve the original meaning while making the passage more informative. Avoid introducing unrelated content.
+"""
+    + _NOTICE
+    + """
 
 Question:
 {question}
 
 Retrieved Passage:
+<passage>
 {passage}
+</passage>
 
 Relevant Factual Information:
+<summary>
 {triples_summary}
+</summary>
 
 Enhanced Passage:"""
+)
 
 #: All prompts by the official code's key.
-PROMPTS: dict[str, str] = {
+PROMPTS: dict[str, DataPrompt] = {
     "base_wo_retri": ANSWER_WITHOUT_RETRIEVAL,
     "base_retri": ANSWER_WITH_RETRIEVAL,
     "query_expansion_only_query": QUERY_EXPANSION_ONLY_QUERY,
@@ -181,8 +250,14 @@ PROMPTS: dict[str, str] = {
 
 
 def format_triple(head: str, relation: str, tail: str) -> str:
-    """``<head | relation | tail>`` — the form shown to (and copied back by) the LLM."""
-    return f"<{head} | {relation} | {tail}>"
+    """``<head | relation | tail>`` — the form shown to (and copied back by) the LLM; angle
+    brackets inside the fields become ``‹ ›`` so the triple stays one well-formed unit that no
+    field can close or turn into a tag (see :func:`~kgrag_plugins.models.prompting.escape_data`)."""
+    return f"<{_field(head)} | {_field(relation)} | {_field(tail)}>"
+
+
+def _field(text: str) -> str:
+    return escape_data(text).replace("<", "\u2039").replace(">", "\u203a")
 
 
 def format_triples(triples: Iterable[tuple[str, str, str]]) -> str:

@@ -21,8 +21,13 @@ Pipeline (paper §3.4–3.6), each step a public method so a LangGraph node can 
 **With an LLM** the prompts of the paper's App. D.1 are used (:mod:`.kg_infused_prompts`);
 candidate triples are shown as ``[j] EntityName`` groups of ``<head | relation | tail>`` lines and
 the reply is parsed by :func:`parse_triples` against the candidate set (only candidates count).
-An :class:`~kgrag_plugins.models.llm.LLMError` in selection, summary or expansion falls back to
-the LLM-free step for that call and is recorded in the trace (``"llm_error"``).
+Every reply is validated (:func:`~kgrag_plugins.models.replies.complete_validated`): selection
+must name at least one candidate triple; summary, note and augmentation must be text (non-empty,
+not symbols, not a refusal, not the instructions echoed); q' is the first line of the reply, at
+most 400 characters, with the same checks; the answer the same, at most 1,000 characters. An
+invalid reply is asked once more; a second invalid reply or an
+:class:`~kgrag_plugins.models.llm.LLMError` falls back to the LLM-free step for that call
+(answer: an empty answer) with a WARNING and an entry in the trace (``"llm_error"``).
 
 **Without an LLM** (METHODS.md §1(e)) — documented choices:
 
@@ -55,6 +60,7 @@ under ``"activation_rounds"``, plus ``retriever``, ``mode``, ``summary``, ``expa
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -62,6 +68,7 @@ import numpy as np
 
 from ...index.store import KnowledgeIndex
 from ...models.llm import LLMError, as_llm
+from ...models.replies import InvalidReply, check_text, complete_validated, first_line
 from ...types import Answer, Evidence, Passage, ScoredPassage
 from ..activation import (
     MAX_ENTITIES_PER_ROUND,
@@ -78,6 +85,29 @@ from . import prompts as P
 from .parsing import SEP, parse_triples
 
 __all__ = ["KGInfusedMemory", "KGInfusedRetriever"]
+
+#: Longest accepted q' (characters) and answer (characters) from an LLM.
+MAX_QUERY_CHARS = 400
+MAX_ANSWER_CHARS = 1000
+
+
+#: A selection reply that explicitly selects nothing ("None", "No new triples.", "Nothing relevant").
+_NONE_SELECTED = re.compile(r"^\W*(?:selected triples\s*:\s*)?(?:none|no\b|nothing|there are no)", re.I)
+
+
+def _instructions(template: str) -> str:
+    """The fixed wording of a prompt template (placeholders removed), for echo detection."""
+    return re.sub(r"\{[a-z_]+\}", "\n", template)
+
+
+def _text_validator(template: str, *, single_line: bool = False, max_chars: int = 4000):
+    """Validator of a free-text reply: :func:`~.prompts.postprocess`, then :func:`check_text`."""
+    instructions = _instructions(template)
+
+    def validate(reply: str) -> str:
+        return check_text(P.postprocess(reply), single_line=single_line, max_chars=max_chars, instructions=instructions)
+
+    return validate
 
 
 class KGInfusedMemory(ActivationMemory):
@@ -165,7 +195,7 @@ class KGInfusedRetriever(Retriever):
         if not 0.0 <= select_min_ratio <= 1.0:
             raise ValueError(f"select_min_ratio must be in [0, 1], got {select_min_ratio}")
         self.index = index
-        self.graph = index.graph
+        self.graph = index.graph  # re-read by _refresh when the index changes (index.revision)
         self.llm = as_llm(llm)
         self.k_entities = k_entities
         self.rounds = rounds
@@ -186,14 +216,29 @@ class KGInfusedRetriever(Retriever):
         self._triple_cache = TextVectorCache(cache_size)
         self._query_cache = TextVectorCache(256)
 
+    def _refresh(self) -> None:
+        """Follow the index's new graph after ``add_passages`` / ``delete_passages`` (the LRU caches
+        are keyed by text, so they stay valid)."""
+        self.graph = self.index.graph
+
     def __repr__(self) -> str:
         mode = type(self.llm).__name__ if self.llm is not None else "llm-free"
         return f"KGInfusedRetriever({mode}, k_entities={self.k_entities}, rounds={self.rounds})"
 
     # ------------------------------------------------------------------ helpers
-    def _complete(self, prompt: str) -> str:
+    def _complete(self, prompt: str, validate, step: str, errors: list[dict[str, Any]] | None, **context: Any):
+        """One validated LLM call (retried once on an invalid reply); ``None`` -> LLM-free path."""
         assert self.llm is not None
-        return self.llm.complete(prompt, max_tokens=self.max_new_tokens, temperature=self.temperature)
+        return complete_validated(
+            self.llm,
+            prompt,
+            validate,
+            step=step,
+            errors=errors,
+            context=context or None,
+            max_tokens=self.max_new_tokens,
+            temperature=self.temperature,
+        )
 
     def _qvec(self, text: str) -> np.ndarray:
         return self._query_cache.vectors([text], lambda miss: [self.index.embed_query(miss[0])])[0][0]
@@ -232,7 +277,9 @@ class KGInfusedRetriever(Retriever):
     # ------------------------------------------------------------------ step 1: seeds
     def seed(self, question: str) -> KGInfusedMemory:
         """Eq. 4: top-``k_entities`` entities by cosine with the question; marked explored. Their
-        out-triples are the round-0 candidates of :meth:`activate`."""
+        out-triples are the round-0 candidates of :meth:`activate`. A memory belongs to the graph
+        it was seeded on: start a new one after an index update."""
+        self._sync_index()
         seeds = seed_entities(self.index, self._qvec(question), self.k_entities)
         memory = KGInfusedMemory(self.graph, seeds, question)
         memory.explored.update(e for e, _ in seeds)
@@ -253,9 +300,18 @@ class KGInfusedRetriever(Retriever):
         return [cands[i] for i in keep], {cands[i]: float(sims[i]) for i in keep}
 
     def _select_llm(
-        self, question: str, memory: ActivationMemory, groups: list[tuple[str, list[int]]], first: bool
-    ) -> tuple[list[int], str]:
-        """LLM selection (Table 12 for the first round, Table 13 after); returns indices + reply."""
+        self,
+        question: str,
+        memory: ActivationMemory,
+        groups: list[tuple[str, list[int]]],
+        first: bool,
+        round_no: int = 0,
+    ) -> tuple[list[int] | None, str]:
+        """LLM selection (Table 12 for the first round, Table 13 after); returns indices + reply.
+        Valid: at least one candidate triple, or an explicit "none" reply (first line opens with
+        "None" / "No" / "Nothing" / "There are no": nothing selected, the frontier empties, as in
+        the paper). Anything else is invalid (asked once more); ``None`` when the LLM failed or
+        stayed invalid (recorded in the memory's ``llm_errors``)."""
         cmap: dict[str, int] = {}
         shown = []
         for eid, tis in groups:
@@ -271,8 +327,17 @@ class KGInfusedRetriever(Retriever):
                 previous_selected_triples=P.format_triples(self._triple_fields(ti) for ti in memory.triples),
                 new_retrieved_triples=P.format_candidate_groups(shown),
             )
-        reply = self._complete(prompt)
-        return [int(t.index) for t in parse_triples(reply, cmap)], reply  # type: ignore[arg-type]
+        replies: list[str] = []
+
+        def validate(reply: str) -> list[int]:
+            replies.append(reply)
+            picked = [int(t.index) for t in parse_triples(reply, cmap)]  # type: ignore[arg-type]
+            if not picked and not _NONE_SELECTED.match(first_line(P.postprocess(reply))):
+                raise InvalidReply("no candidate triple in the reply")
+            return picked
+
+        picked = self._complete(prompt, validate, "triple_selection", _errors_of(memory), round=round_no)
+        return picked, (replies[-1] if replies else "")
 
     def activate(self, question: str, memory: ActivationMemory) -> ActivationMemory:
         """Eq. 5/6: run the remaining activation rounds on ``memory`` (one :class:`RoundTrace`
@@ -289,19 +354,19 @@ class KGInfusedRetriever(Retriever):
             mode = "llm" if cands and self.llm is not None else "embedding"
             selected: list[int] = []
             if mode == "llm":
-                try:
-                    selected, reply = self._select_llm(question, memory, groups, first=i == 0 or not memory.triples)
-                    rt.extra["reply"] = reply[:2000]
+                n_err = len(errors)
+                picked, reply = self._select_llm(question, memory, groups, i == 0 or not memory.triples, i)
+                rt.extra["reply"] = reply[:2000]
+                if picked is None:
+                    # No candidate triple named (twice) or the call failed: LLM-free selection.
+                    mode = "embedding (llm_error fallback)"
+                    rt.extra["llm_error"] = errors[-1]["error"] if len(errors) > n_err else "no reply"
+                else:
+                    selected = picked
                     if not selected:
-                        # Faithful: nothing parsed = nothing selected (the frontier empties). Flagged
-                        # in the round trace so a model that ignores the format is visible.
-                        rt.extra["no_triple_parsed"] = True
+                        rt.extra["no_triple_parsed"] = True  # an explicit "none": nothing selected
                     for ti in selected:
                         scores.setdefault(ti, 1.0)
-                except LLMError as exc:
-                    mode = "embedding (llm_error fallback)"
-                    rt.extra["llm_error"] = str(exc)
-                    errors.append({"step": "triple_selection", "round": i, "error": str(exc)})
             if cands and mode != "llm":
                 selected, sc = self._select_embedding(question, cands)
                 for ti, s in sc.items():
@@ -331,11 +396,8 @@ class KGInfusedRetriever(Retriever):
         prompt = P.TRIPLES_SUMMARY.format(
             question=question, selected_triples=P.format_triples(self._triple_fields(ti) for ti in memory.triples)
         )
-        try:
-            return P.postprocess(self._complete(prompt))
-        except LLMError as exc:
-            _errors_of(memory).append({"step": "summary", "error": str(exc)})
-            return self._template_summary(memory)
+        out = self._complete(prompt, _text_validator(P.TRIPLES_SUMMARY), "summary", _errors_of(memory))
+        return out if out is not None else self._template_summary(memory)
 
     # ------------------------------------------------------------------ step 4: query expansion
     def _template_expansion(self, question: str, memory: ActivationMemory | None) -> str:
@@ -348,21 +410,22 @@ class KGInfusedRetriever(Retriever):
         """Eq. 7: q' from q and the summary (Table 15; Table 10 when the summary is empty).
         LLM-free or on an LLM error: ``q + " " +`` the verbalised selected triples, cut to
         ``qe_max_words`` words. The prompt asks for one short query, so an LLM reply is cut to its
-        first non-empty line and ``qe_max_words`` words; an empty reply falls back to q."""
+        first non-empty line and ``qe_max_words`` words; an invalid reply (empty, over 400
+        characters, symbols, a refusal, the instructions echoed) is asked once more, then the
+        LLM-free expansion is used."""
         if self.llm is None:
             return self._template_expansion(question, memory)
+        template = P.QUERY_EXPANSION if summary.strip() else P.QUERY_EXPANSION_ONLY_QUERY
         if summary.strip():
             prompt = P.QUERY_EXPANSION.format(question=question, triples_summary=summary)
         else:
             prompt = P.QUERY_EXPANSION_ONLY_QUERY.format(question=question)
-        try:
-            out = P.postprocess(self._complete(prompt))
-        except LLMError as exc:
-            if memory is not None:
-                _errors_of(memory).append({"step": "query_expansion", "error": str(exc)})
+        errors = _errors_of(memory) if memory is not None else None
+        validate = _text_validator(template, single_line=True, max_chars=MAX_QUERY_CHARS)
+        line = self._complete(prompt, validate, "query_expansion", errors)
+        if line is None:
             return self._template_expansion(question, memory)
-        line = next((ln.strip() for ln in out.splitlines() if ln.strip()), "")
-        return " ".join(line.split()[: self.qe_max_words]) or question
+        return " ".join(first_line(line).split()[: self.qe_max_words]) or question
 
     # ------------------------------------------------------------------ step 5: dual retrieval
     def _search(self, text: str, n: int) -> list[ScoredPassage]:
@@ -447,27 +510,41 @@ class KGInfusedRetriever(Retriever):
             out.append((p.title, p.text))
         return out
 
+    def _complete_or_raise(self, prompt: str, template: str, step: str) -> str:
+        """A validated free-text call; raises :class:`LLMError` (naming the step and why) when the
+        call failed or the reply stayed invalid, so callers take their LLM-free path."""
+        errors: list[dict[str, Any]] = []
+        out = self._complete(prompt, _text_validator(template), step, errors)
+        if out is None:
+            last = errors[-1] if errors else {"kind": "invalid_reply", "error": "no valid reply"}
+            raise LLMError(last["error"] if last["kind"] == "llm_error" else f"{step}: {last['error']}")
+        return out
+
     def write_note(self, question: str, passages: Sequence[ScoredPassage | Passage]) -> str | None:
         """Eq. 9: one query-focused note over all passages (Table 11); ``None`` without an LLM.
-        LLM errors propagate (:meth:`run` falls back to the raw passages)."""
+        A failed call or a reply that stays invalid raises :class:`LLMError` (:meth:`run` falls
+        back to the raw passages)."""
         if self.llm is None:
             return None
         prompt = P.WRITE_NOTE.format(question=question, passages=P.format_passages(self._passage_pairs(passages)))
-        return P.postprocess(self._complete(prompt))
+        return self._complete_or_raise(prompt, P.WRITE_NOTE, "write_note")
 
     def augment(self, question: str, note: str | None, summary: str) -> str | None:
         """Eq. 10: the note rewritten with the triples summary (Table 16); ``None`` without an LLM
-        or a note; the note itself when the summary is empty. LLM errors propagate."""
+        or a note; the note itself when the summary is empty. A failed call or a reply that stays
+        invalid raises :class:`LLMError` (:meth:`run` falls back to the plain note)."""
         if self.llm is None or note is None:
             return None
         if not summary.strip():
             return note
         prompt = P.AUG_PASSAGE.format(question=question, passage=note, triples_summary=summary)
-        return P.postprocess(self._complete(prompt))
+        return self._complete_or_raise(prompt, P.AUG_PASSAGE, "augment")
 
     def answer(self, question: str, evidence: Evidence, note: str | None = None) -> Answer:
         """Eq. 11: the with-retrieval answer prompt (Table 9) with ``note`` in the ``Passages:``
-        slot, or the raw passages plus the KG facts when ``note`` is ``None``. Needs an LLM."""
+        slot, or the raw passages plus the KG facts when ``note`` is ``None``. Needs an LLM.
+        A failed call or a reply that stays invalid gives an empty answer with
+        ``metadata["llm_error"]`` (there is no LLM-free answer step; nothing invalid is passed on)."""
         self._need_llm("answer")
         if note is not None and note.strip():
             slot = note
@@ -475,13 +552,26 @@ class KGInfusedRetriever(Retriever):
             slot = P.format_passages(self._passage_pairs(evidence.passages))
             if evidence.facts:
                 slot += "\n\nKnowledge graph facts:\n" + "\n".join(f"- {f.text}" for f in evidence.facts)
-        raw = self._complete(P.ANSWER_WITH_RETRIEVAL.format(passages=slot, question=question))
-        return Answer(question, P.postprocess(raw), evidence, {"raw": raw, "used_note": note is not None})
+        replies: list[str] = []
+        check = _text_validator(P.ANSWER_WITH_RETRIEVAL, max_chars=MAX_ANSWER_CHARS)
+
+        def validate(reply: str) -> str:
+            replies.append(reply)
+            return check(reply)
+
+        errors: list[dict[str, Any]] = []
+        prompt = P.ANSWER_WITH_RETRIEVAL.format(passages=slot, question=question)
+        text = self._complete(prompt, validate, "answer", errors)
+        meta: dict[str, Any] = {"raw": replies[-1] if replies else "", "used_note": note is not None}
+        if text is None:
+            meta["llm_error"] = errors
+        return Answer(question, text or "", evidence, meta)
 
     def run(self, question: str) -> Answer:
         """Full pipeline: retrieve (2·k_passages) -> note -> KG-guided augmentation -> answer.
         A failing note / augmentation call falls back to the raw passages / the plain note
-        (recorded in ``metadata["llm_error"]``); a failing answer call raises."""
+        (recorded in ``metadata["llm_error"]``); a failing answer call gives an empty answer
+        (recorded there too)."""
         self._need_llm("run")
         evidence = self.retrieve(question, 2 * self.k_passages)
         summary = evidence.trace.get("summary", "")
@@ -497,6 +587,7 @@ class KGInfusedRetriever(Retriever):
             except LLMError as exc:
                 errors.append({"step": "augment", "error": str(exc)})
         ans = self.answer(question, evidence, enhanced if enhanced is not None else note)
+        errors += ans.metadata.pop("llm_error", [])
         ans.metadata.update(
             summary=summary,
             expanded_query=evidence.trace.get("expanded_query", question),

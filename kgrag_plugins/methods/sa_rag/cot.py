@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...models.llm import LLMError, as_llm
+from ...models.prompting import data_block
+from ...models.replies import CALL_ERRORS, InvalidReply, check_text, complete_validated
 from ...types import Answer, Evidence, Fact, ScoredPassage
 from .prompts import ANSWERING_SYSTEM, QUESTION_PREFIX, REASONING_SYSTEM
 from .retriever import CONTEXT_HEADER, SARAGRetriever
@@ -16,6 +18,9 @@ from .retriever import CONTEXT_HEADER, SARAGRetriever
 __all__ = ["SARAGCoT", "parse_json_object"]
 
 # ---------------------------------------------------------------------- JSON replies
+
+#: Longest accepted final answer (characters).
+MAX_ANSWER_CHARS = 1000
 
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n?(.*?)```", re.S)
 _PY_LITERALS = re.compile(r"\b(True|False|None)\b")
@@ -39,14 +44,14 @@ def parse_json_object(text: str) -> dict[str, Any] | None:
                 s = _PY_LITERALS.sub(lambda m: {"True": "true", "False": "false", "None": "null"}[m.group(1)], s)
             try:
                 obj = json.loads(s)
-            except (json.JSONDecodeError, ValueError):
+            except (ValueError, RecursionError):  # RecursionError: absurdly nested input
                 obj = None
             if isinstance(obj, dict):
                 return obj
             for m in re.finditer(r"\{", s):
                 try:
                     obj, _ = decoder.raw_decode(s, m.start())
-                except (json.JSONDecodeError, ValueError):
+                except (ValueError, RecursionError):
                     continue
                 if isinstance(obj, dict):
                     return obj
@@ -78,13 +83,6 @@ def _as_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _first_line(text: str) -> str:
-    for line in text.strip().splitlines():
-        if line.strip():
-            return line.strip()
-    return ""
-
-
 # ---------------------------------------------------------------------- SA-RAG + CoT
 
 
@@ -95,11 +93,16 @@ class SARAGCoT:
     2. Up to ``max_steps`` reasoning calls (system = reasoning prompt; user = ``"**Question:  **"``
        + question; user = ``C``). ``answer_possible`` true stops the loop. Otherwise SA retrieval
        runs on the follow-up question *alone* and ``C`` becomes
-       :meth:`merge_context` (summary, new context). A failed call or an unreadable reply skips
-       the step; a reply with neither an answer nor a follow-up question ends the loop (the
-       next call would see the same context).
+       :meth:`merge_context` (summary, new context). Valid reasoning reply: a JSON object with a
+       readable ``answer_possible``; an invalid one is asked once more. A failed call or a second
+       invalid reply skips the step (trace: ``skipped``, ``error``; WARNING logged); a reply with
+       neither an answer nor a follow-up question ends the loop (the next call would see the same
+       context).
     3. The answering call on the final ``C`` gives the prediction (the reasoning step's own
-       ``final_answer`` is not used, as in the paper's code).
+       ``final_answer`` is not used, as in the paper's code). Valid answer reply: a JSON object
+       whose ``final_answer`` is non-empty text (not a refusal, not symbols, at most 1,000
+       characters); up to ``answer_attempts`` calls. With none valid the answer is empty and
+       ``metadata["llm_error"]`` says why: nothing invalid is passed on as an answer.
 
     At most ``1 + max_steps`` SA retrievals per question. Temperature 0 throughout.
     """
@@ -133,23 +136,39 @@ class SARAGCoT:
             {"role": "user", "content": QUESTION_PREFIX + question},
             {"role": "user", "content": context},
         ]
+        replies: list[str] = []
+
+        def validate(reply: str) -> dict[str, Any]:
+            replies.append(reply)
+            obj = parse_json_object(reply)
+            if obj is None:
+                raise InvalidReply("unparseable reply")
+            possible = _as_bool(obj.get("answer_possible"))
+            if possible is None:
+                raise InvalidReply("reply lacks a readable answer_possible")
+            return {
+                "provided_context": _as_text(obj.get("provided_context")),
+                "answer_possible": possible,
+                "final_answer": _as_text(obj.get("final_answer")),
+                "additional_question": _as_text(obj.get("additional_question")),
+            }
+
+        errors: list[dict[str, Any]] = []
         try:
-            reply = self.llm.complete(messages, temperature=0.0, max_tokens=self.max_tokens)
+            parsed = complete_validated(
+                self.llm,
+                messages,
+                validate,
+                step="reasoning",
+                errors=errors,
+                temperature=0.0,
+                max_tokens=self.max_tokens,
+            )
         except Exception as e:  # noqa: BLE001 - the paper's agent skips the step on any failure
-            return None, f"{type(e).__name__}: {e}", ""
-        obj = parse_json_object(reply)
-        if obj is None:
-            return None, "unparseable reply", reply
-        possible = _as_bool(obj.get("answer_possible"))
-        if possible is None:
-            return None, "reply lacks a readable answer_possible", reply
-        parsed = {
-            "provided_context": _as_text(obj.get("provided_context")),
-            "answer_possible": possible,
-            "final_answer": _as_text(obj.get("final_answer")),
-            "additional_question": _as_text(obj.get("additional_question")),
-        }
-        return parsed, None, reply
+            return None, f"{type(e).__name__}: {e}", replies[-1] if replies else ""
+        if parsed is None:
+            return None, errors[-1]["error"], replies[-1] if replies else ""
+        return parsed, None, replies[-1]
 
     def reason_with_error(self, question: str, context: str) -> tuple[dict[str, Any] | None, str | None]:
         """:meth:`reason` plus why it returned ``None`` (call failure or unreadable reply)."""
@@ -164,9 +183,10 @@ class SARAGCoT:
     @staticmethod
     def merge_context(provided_context: str, new_context: str) -> str:
         """``"# Known information\\n{summary}\\n# Additional facts"`` + the new context without
-        its ``"### Context "`` header (the paper's short-term memory update)."""
+        its ``"### Context "`` header (the paper's short-term memory update). The summary, written
+        by the model from retrieved text, goes in a ``<notes>`` data block."""
         tail = new_context[len(CONTEXT_HEADER) :] if new_context.startswith(CONTEXT_HEADER) else "\n" + new_context
-        return f"# Known information\n{provided_context}\n# Additional facts{tail}"
+        return f"# Known information\n{data_block('notes', provided_context)}\n# Additional facts{tail}"
 
     def _answer(self, question: str, context: str) -> dict[str, Any]:
         messages = [
@@ -174,41 +194,58 @@ class SARAGCoT:
             {"role": "user", "content": context},
             {"role": "user", "content": QUESTION_PREFIX + question},
         ]
-        last_reply: str | None = None
-        last_error: Exception | None = None
-        for attempt in range(1, self.answer_attempts + 1):
-            try:
-                reply = self.llm.complete(messages, temperature=0.0, max_tokens=self.max_tokens)
-            except Exception as e:  # noqa: BLE001 - retried like an unreadable reply
-                last_error = e
-                continue
-            last_reply = reply
+        replies: list[str] = []
+
+        def validate(reply: str) -> dict[str, Any]:
+            replies.append(reply)
             obj = parse_json_object(reply)
-            if obj is not None and obj.get("final_answer") is not None:
-                return {
-                    "answer": _as_text(obj["final_answer"]),
-                    "reasoning": _as_text(obj.get("reasoning")),
-                    "raw": reply,
-                    "attempts": attempt,
-                    "parsed": True,
-                }
-        if last_reply is None:
-            raise LLMError(
-                f"SA-RAG answering call failed {self.answer_attempts} time(s); last error: {last_error}"
-            ) from last_error
-        return {
-            "answer": _first_line(last_reply),
-            "reasoning": "",
-            "raw": last_reply,
-            "attempts": self.answer_attempts,
-            "parsed": False,
-        }
+            if obj is None or obj.get("final_answer") is None:
+                raise InvalidReply("no JSON object with a final_answer")
+            return {
+                "answer": check_text(_as_text(obj["final_answer"]), max_chars=MAX_ANSWER_CHARS),
+                "reasoning": _as_text(obj.get("reasoning")),
+            }
+
+        errors: list[dict[str, Any]] = []
+        try:
+            out = complete_validated(
+                self.llm,
+                messages,
+                validate,
+                step="answer",
+                errors=errors,
+                retries=self.answer_attempts - 1,
+                retry_errors=True,
+                temperature=0.0,
+                max_tokens=self.max_tokens,
+            )
+        except Exception as e:  # noqa: BLE001 - an adapter's own error type: the call failed
+            if isinstance(e, CALL_ERRORS):
+                raise
+            errors.append({"step": "answer", "kind": "llm_error", "error": f"{type(e).__name__}: {e}"})
+            out = None
+        raw = replies[-1] if replies else ""
+        if out is None:
+            error = errors[-1]["error"] if errors else "no valid reply"
+            return {
+                "answer": "",
+                "reasoning": "",
+                "raw": raw,
+                "attempts": len(replies),
+                "parsed": False,
+                "error": error,
+            }
+        return {**out, "raw": raw, "attempts": len(replies), "parsed": True}
 
     def final_answer(self, question: str, context: str) -> str:
         """The answering call: JSON ``{reasoning, final_answer}``; up to ``answer_attempts``
-        tries on unreadable replies (or failed calls), then the last reply's first line.
-        Raises :class:`~kgrag_plugins.models.llm.LLMError` when no call returned at all."""
-        return self._answer(question, context)["answer"]
+        calls while the reply is invalid or the call fails. Raises
+        :class:`~kgrag_plugins.models.llm.LLMError` ("answering call failed ...") when no valid
+        answer came: an invalid reply is never returned as an answer."""
+        result = self._answer(question, context)
+        if not result["parsed"]:
+            raise LLMError(f"SA-RAG answering call failed after {self.answer_attempts} attempt(s): {result['error']}")
+        return result["answer"]
 
     # -- the loop
     def run(self, question: str) -> Answer:
@@ -254,6 +291,8 @@ class SARAGCoT:
             "answer_parsed": result["parsed"],
             "context": context,
         }
+        if not result["parsed"]:
+            metadata["llm_error"] = [{"step": "answer", "error": result["error"]}]
         return Answer(question, result["answer"], evidence, metadata)
 
 

@@ -12,22 +12,35 @@ JSON output shapes follow the paper; the wording is ours.
   agents' template (and unlike the baselines' one) it asks for the best-supported answer rather
   than offering an "insufficient information" way out.
 
+Retrieved text is data (issue 13): the context's documents and relationships sit inside
+``<passages>`` / ``<facts>`` blocks (the summary carried between CoT steps inside ``<notes>``),
+built by :meth:`.SARAGRetriever.context` and :meth:`.SARAGCoT.merge_context`, and both system
+prompts say so and include :data:`~kgrag_plugins.models.prompting.DATA_NOTICE`.
+
 User turns (as in the paper's agents): reasoning = ``QUESTION_PREFIX + question``, then the
 context; answering = the context, then ``QUESTION_PREFIX + question``.
 """
 
 from __future__ import annotations
 
+from ...models.prompting import DATA_NOTICE
+
 #: Prefix of the user turn that carries the question (the paper's agents send
 #: ``"**Question:  **" + question`` as a separate user message).
 QUESTION_PREFIX = "**Question:  **"
 
-REASONING_SYSTEM = """\
+REASONING_SYSTEM = (
+    """\
 You will be given a multi-hop question, i.e. one that can only be answered by chaining facts \
 about several entities. With it comes retrieved context made of two parts:
 
-1. short knowledge paragraphs, each about particular entities and facts, and
-2. a list of **key relationships** that connect those entities.
+1. short knowledge paragraphs, each about particular entities and facts (inside <passages>...</passages>), and
+2. a list of **key relationships** that connect those entities (inside <facts>...</facts>).
+
+After the first step the context starts with the known information gathered so far (inside \
+<notes>...</notes>). """
+    + DATA_NOTICE
+    + """
 
 ## What to do
 
@@ -53,11 +66,17 @@ Reply with a single JSON object and nothing else:
   "additional_question": "the follow-up question when answer_possible is false, otherwise an empty string"
 }
 """
+)
 
-ANSWERING_SYSTEM = """\
-You will be given supporting context (knowledge paragraphs and key relationships between \
-entities) and then a multi-hop question. Answer the question from the context by reasoning \
-carefully, one step at a time.
+ANSWERING_SYSTEM = (
+    """\
+You will be given supporting context (knowledge paragraphs inside <passages>...</passages> and \
+key relationships between entities inside <facts>...</facts>, possibly after known information \
+inside <notes>...</notes>) \
+and then a multi-hop question. """
+    + DATA_NOTICE
+    + """ Answer the question from the context by \
+reasoning carefully, one step at a time.
 
 - First lay out every step needed to reach the answer: which facts you use, how they connect, \
 and any comparison or calculation involved.
@@ -69,3 +88,4 @@ name, a date, a number, yes/no, or a few words. No explanation in the answer its
 Reply with a single JSON object with two string fields and nothing else:
 {"reasoning": "your step-by-step reasoning", "final_answer": "the short answer"}
 """
+)

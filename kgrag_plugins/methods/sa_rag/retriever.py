@@ -31,21 +31,24 @@ LLM-free retrieval (:class:`SARAGRetriever`, METHODS.md §4(a) steps 1-10) for o
    text gives 0.5), sorted by weight, descending. They become the Evidence's facts.
 10. :meth:`SARAGRetriever.context` renders ``"### Context \\n"`` + documents + key relationships.
 
-**Subgraph cap** (not in the paper, whose LLM-extracted graphs over 100 questions are sparse):
-on a dense LLM-free graph the directed 4-hop closure of three seeds is a large part of the
-graph, and every edge text in it must be embedded. When the subgraph has more than ``max_edges``
-triples we keep those closest to the seeds *as the spreading sees them*: distances are hop
+**Subgraph cap** (a speed option, not in the paper; off by default). SA-RAG (§3, METHODS.md §4(a)
+step 3) spreads over the *whole* directed ``hops``-hop closure of the seeds, so the default is
+``max_edges=None``, the paper's setting. On a dense LLM-free graph that closure is a large part
+of the graph, so ``max_edges=N`` bounds the per-query work: when the subgraph has more than
+``N`` triples we keep those closest to the seeds *as the spreading sees them*: distances are hop
 counts from the nearest seed over the subgraph's edges taken undirected; triples are ranked by
 the distance of their nearer endpoint, then of their farther endpoint, then by triple index, and
-the first ``max_edges`` are kept (entities left without a kept triple drop out; seeds stay). The
-same ranking orders the neighbour lists when there is no cap. ``max_edges=None`` disables the
-cap. :data:`DEFAULT_MAX_EDGES` = 2000 comes from the MuSiQue mentions graph (23,388 entities,
-81,018 triples), first 50 questions, k=3, h=4: the uncapped subgraph has a median of 6,628
-entities and 27,296 triples (p90 7,827 / 31,228), while the triples that touch a seed or a
+the first ``N`` are kept (entities left without a kept triple drop out; seeds stay). The same
+ranking orders the neighbour lists when there is no cap. When the cap cuts, the trace says so
+(``trace["subgraph"]["capped"]`` and ``trace["max_edges_cut"]``) and a DEBUG line is logged.
+:data:`SPEED_MAX_EDGES` = 2000 is the value tuned on the MuSiQue mentions graph (23,388
+entities, 81,018 triples), first 50 questions, k=3, h=4: the uncapped subgraph has a median of
+6,628 entities and 27,296 triples (p90 7,827 / 31,228), while the triples that touch a seed or a
 seed's neighbour (every triple on a path of at most two edges from a seed) number 507 at the
 median and 1,761 at p90. Since activation decays as a product of rescaled weights (an entity
 needs > 0.5), entities farther out are rarely activated; 2000 keeps that inner part whole for
-about nine questions in ten and bounds the per-query embedding work.
+about nine questions in ten. ``kgrag bench`` runs the paper default as ``sa-rag`` and the cap
+as ``sa-rag-cap2000``.
 
 :class:`SARAGCoT` is SA-RAG + CoT iterative retrieval (METHODS.md §6.3): reasoning calls that
 summarise the context and either stop or ask a follow-up question, whose text alone drives the
@@ -54,6 +57,7 @@ next SA retrieval, then a final answering call. Prompts: :mod:`.sa_rag_prompts`.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -62,6 +66,7 @@ from typing import Any
 import numpy as np
 
 from ...index.store import KnowledgeIndex
+from ...models.prompting import data_block
 from ...types import Evidence, ScoredPassage
 from ..activation import (
     ActivationMemory,
@@ -79,18 +84,22 @@ __all__ = [
     "DEFAULT_MAX_EDGES",
     "RELATIONS_HEADER",
     "SARAGRetriever",
+    "SPEED_MAX_EDGES",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: First line of a context string (12 characters, the trailing space included, as in the paper's code).
 CONTEXT_HEADER = "### Context "
 #: Header of the key-relationship block of a context string.
 RELATIONS_HEADER = "**Key relationships**"
 
-#: Default cap on the subgraph's triples (see "Subgraph cap" in the module docstring): about
-#: the p90 number of triples within one undirected hop of the seeds' neighbourhood on the
-#: MuSiQue mentions graph (k=3, h=4). Cold, each kept triple's text is embedded once (MiniLM on
-#: CPU: roughly 30-100 texts/s); the LRU cache makes repeated edges free.
-DEFAULT_MAX_EDGES = 2000
+#: The paper's subgraph: no cap on its triples (SA-RAG §3; METHODS.md §4(a) step 3).
+DEFAULT_MAX_EDGES: int | None = None
+#: The speed option (see "Subgraph cap" in the module docstring): about the p90 number of
+#: triples within one undirected hop of the seeds' neighbourhood on the MuSiQue mentions graph
+#: (k=3, h=4). Not the paper's; tuned on MuSiQue.
+SPEED_MAX_EDGES = 2000
 
 
 def _csr_positions(indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -152,7 +161,10 @@ class SARAGRetriever(Retriever):
         document_threshold: minimum query-passage cosine of a returned passage.
         relation_threshold: minimum *rescaled* weight of a key relationship (code: 0.45; the
             paper's text: 0.5).
-        max_edges: cap on the subgraph's triples (closest to the seeds kept); ``None``: no cap.
+        max_edges: ``None`` (default, the paper's): spread over the whole subgraph. An integer
+            caps the subgraph's triples (closest to the seeds kept), a speed option that is not in
+            the paper (:data:`SPEED_MAX_EDGES` = 2000 was tuned on MuSiQue); a cut is flagged in
+            the trace (``max_edges_cut``).
         edge_vectors: where edge-text vectors come from. ``"index"``: the index's
             :attr:`~kgrag_plugins.index.store.KnowledgeIndex.triple_vectors` (every triple embedded
             once and stored with the index, like the paper's ingestion-time ``RELATED_TO``
@@ -225,13 +237,17 @@ class SARAGRetriever(Retriever):
         if edge_vectors == "auto":
             edge_vectors = "index" if graph.num_triples <= 2_000_000 else "lazy"
         self.edge_vectors = edge_vectors
-        self._edge_cache = TextVectorCache(edge_cache_size)
-        # Graph arrays are read once: a retriever serves the index as it was when created.
+        self._edge_cache = TextVectorCache(edge_cache_size)  # keyed by edge text: survives index updates
+        self._refresh()
+
+    def _refresh(self) -> None:
+        """(Re)read the graph arrays; called again when the index changes (``index.revision``)."""
+        graph = self.index.graph
         self._ids = graph.entity_ids
         self._out = graph.adjacency("out")
         self._links = graph.link_matrix().tocsr()
         self._pids = graph.passage_ids
-        self._ppos = index.graph_passage_positions()
+        self._ppos = self.index.graph_passage_positions()
 
     def __repr__(self) -> str:
         return (
@@ -317,6 +333,7 @@ class SARAGRetriever(Retriever):
         """
         if not isinstance(query, str) or not query.strip():
             raise ValueError("query must be a non-empty string")
+        self._sync_index()
         graph = self.index.graph
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
@@ -438,6 +455,18 @@ class SARAGRetriever(Retriever):
             "relations": len(facts),
             "timings_ms": {key: round(v, 2) for key, v in timings.items()},
         }
+        if sub.capped:  # the speed option cut the paper's subgraph: say so (module docstring)
+            trace["max_edges_cut"] = {
+                "max_edges": self.max_edges,
+                "kept_edges": int(len(sub.triples)),
+                "reachable_edges": int(sub.reachable_edges),
+            }
+            logger.debug(
+                "SA-RAG subgraph cut to %d of %d triples by max_edges=%s (speed option, not the paper's)",
+                len(sub.triples),
+                sub.reachable_edges,
+                self.max_edges,
+            )
         if not passages:
             trace["note"] = (
                 f"no document passed the threshold (cos >= {self.document_threshold}) among "
@@ -464,9 +493,11 @@ class SARAGRetriever(Retriever):
 
         ``"### Context \\n"`` + the documents (``title\\ntext``; the paper's corpus had no titles)
         joined by blank lines + ``"\\n**Key relationships**\\n"`` + one relationship per line.
+        Documents and relationships sit in ``<passages>`` / ``<facts>`` data blocks (escaped;
+        :func:`~kgrag_plugins.models.prompting.data_block`), an addition to the paper's format.
         """
-        docs = "\n\n".join(sp.passage.embed_text for sp in evidence.passages)
-        rels = "\n".join(f.text for f in evidence.facts)
+        docs = data_block("passages", "\n\n".join(sp.passage.embed_text for sp in evidence.passages))
+        rels = data_block("facts", [f.text for f in evidence.facts])
         return f"{CONTEXT_HEADER}\n{docs}\n{RELATIONS_HEADER}\n{rels}"
 
     @property

@@ -12,14 +12,8 @@ import zlib
 import pytest
 
 from kgrag_plugins.index.builders import llm_extract
-from kgrag_plugins.index.builders.llm_extract import (
-    ExtractionStats,
-    _parse_entities,
-    _parse_json,
-    _parse_triples,
-    build_llm_graph,
-    chunk_words,
-)
+from kgrag_plugins.index.builders.llm_extract import ExtractionStats, build_llm_graph
+from kgrag_plugins.index.builders.llm_replies import chunk_words, parse_entities, parse_json, parse_triples
 from kgrag_plugins.index.builders.prompts import NER_SYSTEM, PROMPT_VERSION, RE_SYSTEM
 from kgrag_plugins.index.graph import KnowledgeGraph
 from kgrag_plugins.models.llm import LLMResponseError, LLMTimeoutError, ScriptedLLM
@@ -153,6 +147,7 @@ def test_builds_entities_triples_links_and_stats():
         "cached",
         "failed",
         "unparsed",
+        "fallback_chunks",
         "entities",
         "triples",
         "dropped_triples",
@@ -256,7 +251,7 @@ def test_unknown_types_and_bad_items():
             {"name": "Ada Lovelace", "type": " person ", "aliases": ["Ada", None, "ada lovelace"]},
         ]
     )
-    ents = _parse_entities(reply)
+    ents = parse_entities(reply)
     assert ents == [
         {"name": "Widget", "type": "MISC", "aliases": ["Gadget"], "entity_information": ""},
         {"name": "Ada Lovelace", "type": "PERSON", "aliases": ["Ada"], "entity_information": ""},
@@ -283,28 +278,28 @@ def test_unknown_types_and_bad_items():
     ],
 )
 def test_parse_json_tolerates_llm_formatting(text, expected):
-    assert _parse_json(text) == expected
+    assert parse_json(text) == expected
 
 
 @pytest.mark.parametrize("text", ["", "   ", "I cannot help with that.", "{", '[{"name": "A"', "null", "42"])
 def test_parse_json_gives_none_on_garbage(text):
-    assert _parse_json(text) is None
+    assert parse_json(text) is None
 
 
 def test_typed_parsers():
-    assert _parse_entities('{"entities": [{"name": "A"}]}') == [ent("A", "MISC")]
-    assert _parse_entities('{"name": "A", "type": "GPE"}') == [ent("A", "GPE")]
-    assert _parse_entities("See [1]. " + ner(ent("A"))) == [ent("A")]  # skips the non-entity [1]
-    assert _parse_entities("[]") == []
-    assert _parse_entities("no json") is None
-    assert _parse_triples('{"triples": [["a", "r", "b"], ["a", "r"], ["a", "", "b"], [1, "r", "b"], "x"]}') == [
+    assert parse_entities('{"entities": [{"name": "A"}]}') == [ent("A", "MISC")]
+    assert parse_entities('{"name": "A", "type": "GPE"}') == [ent("A", "GPE")]
+    assert parse_entities("See [1]. " + ner(ent("A"))) == [ent("A")]  # skips the non-entity [1]
+    assert parse_entities("[]") == []
+    assert parse_entities("no json") is None
+    assert parse_triples('{"triples": [["a", "r", "b"], ["a", "r"], ["a", "", "b"], [1, "r", "b"], "x"]}') == [
         ["a", "r", "b"]
     ]
-    assert _parse_triples('[[" a ", "r", "b "]]') == [["a", "r", "b"]]
-    assert _parse_triples('["a", "r", "b"]') == [["a", "r", "b"]]
-    assert _parse_triples('{"relations": [["a", "r", "b"]]}') == [["a", "r", "b"]]
-    assert _parse_triples('{"triples": []}') == []
-    assert _parse_triples("nothing") is None
+    assert parse_triples('[[" a ", "r", "b "]]') == [["a", "r", "b"]]
+    assert parse_triples('["a", "r", "b"]') == [["a", "r", "b"]]
+    assert parse_triples('{"relations": [["a", "r", "b"]]}') == [["a", "r", "b"]]
+    assert parse_triples('{"triples": []}') == []
+    assert parse_triples("nothing") is None
 
 
 def test_messy_replies_parse_in_a_build():
@@ -329,18 +324,19 @@ def test_garbage_reply_is_counted_and_the_build_continues(caplog, tmp_path):
     llm = make_llm(ner_replies, re_replies)
     with caplog.at_level(logging.WARNING, logger="kgrag_plugins.build"):
         g, stats = build(llm=llm, cache_dir=tmp_path)
-    assert stats.unparsed == 2
-    assert stats.llm_calls == 5  # no RE call for the chunk whose NER reply was unusable
+    assert stats.unparsed == 4 and stats.fallback_chunks == 2  # each invalid reply asked once more
+    assert stats.llm_calls == 7  # no RE call for the chunk whose NER reply was unusable
     assert "michelle_obama" not in g
     assert "hawaii" in g and g.num_triples == 2  # p3's entities kept, its triples lost
-    assert sum("could not parse" in r.getMessage() for r in caplog.records) == 2
+    assert sum("fell back" in r.getMessage() for r in caplog.records) == 3  # 2 steps + the summary
     assert all(r.name == "kgrag_plugins.build" for r in caplog.records)
 
-    # unparseable chunks are cached as empty results: a resume does not pay for them again
+    # chunks that fell back are not cached: a rebuild with a working LLM extracts them again
     llm2 = make_llm()
     g2, stats2 = build(llm=llm2, cache_dir=tmp_path)
-    assert len(llm2.calls) == 0 and stats2.cached == 3
-    assert snapshot(g2) == snapshot(g)
+    assert len(llm2.calls) == 4 and stats2.cached == 1 and stats2.fallback_chunks == 0
+    ref, _ = build()
+    assert snapshot(g2) == snapshot(ref)
 
 
 # --------------------------------------------------------------------------- failures

@@ -1,0 +1,30 @@
+"""Exceptions of the index directory (all ``ValueError`` so the CLI prints one line, rc 2)."""
+
+from __future__ import annotations
+
+import errno
+
+
+class IndexCorruptError(ValueError):
+    """A file of the index directory is damaged; the message names the file/field and the fix."""
+
+
+class IndexLockedError(ValueError):
+    """Another process held the index's writer lock for longer than the timeout."""
+
+
+class IndexWriteError(OSError, ValueError):
+    """Saving a generation failed for lack of space; the previous generation is untouched."""
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) says the disk or quota is full (``ENOSPC``/``EDQUOT``)."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        text = str(exc).lower()
+        if "no space left on device" in text or "database or disk is full" in text or "disk quota exceeded" in text:
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False

@@ -1,0 +1,155 @@
+"""Validated LLM calls: every reply is checked against the shape its prompt asks for.
+
+:func:`complete_validated` is the one helper every LLM step uses (KG-Infused selection, summary,
+expansion, note, augmentation and answer; SA-RAG + CoT reasoning and answer; FRAG answer and hop
+estimation; :func:`~kgrag_plugins.methods.answer.generate_answer`; LLM graph extraction): call
+the LLM, hand the reply to a *validator* (returns the parsed value or raises
+:class:`InvalidReply`), retry once on an invalid reply, and otherwise return ``None`` after a
+WARNING log and a trace entry, so the caller takes its LLM-free path. A failed call
+(:class:`~kgrag_plugins.models.llm.LLMError`, including an open circuit breaker) is not retried
+here: the HTTP client already retried within its deadline.
+
+The text checks are deliberately simple and documented (:func:`check_text`): non-empty, has
+letters or digits, at most ``max_chars``, mostly word characters (a reply of symbols is garbage),
+not a refusal (``"I'm sorry"``, ``"I cannot"``, ``"As an AI"`` ...), and optionally not an echo
+of the prompt's instructions (a line of 24+ characters copied from the fixed prompt text).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from .llm import LLMError, Message
+
+__all__ = ["InvalidReply", "check_text", "complete_validated", "first_line", "is_refusal"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Errors of a call that count as "the LLM failed" (framework adapters may raise the last two).
+CALL_ERRORS: tuple[type[BaseException], ...] = (LLMError, TimeoutError, ConnectionError)
+
+_REFUSAL = re.compile(
+    r"^\W*(?:i\s*(?:'|’)?\s*m\s+sorry|i\s+am\s+sorry|sorry\s*,|i\s+(?:can\s*not|can(?:'|’)t|am\s+unable|"
+    r"(?:'|’)m\s+unable|won(?:'|’)t\s+be\s+able)|as\s+an\s+ai\b|i\s+apologi[sz]e)",
+    re.I,
+)
+_WORDISH = re.compile(r"[\w\s.,;:'\"()\-–—?!%&/$€£]", re.U)
+_MIN_WORDISH = 0.7
+_ECHO_MIN_CHARS = 24
+_SNIPPET = 200
+
+
+class InvalidReply(ValueError):
+    """A reply that does not have the shape its prompt asks for (the message says why)."""
+
+
+def first_line(text: str) -> str:
+    """The first non-empty line of ``text``, stripped ('' when there is none)."""
+    return next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
+
+
+def is_refusal(text: str) -> bool:
+    """``True`` when ``text`` opens like a refusal or an apology instead of doing the task."""
+    return bool(_REFUSAL.match(text or ""))
+
+
+def _norm(s: str) -> str:
+    return " ".join(re.sub(r"[^\w\s]", " ", s.lower()).split())
+
+
+def check_text(
+    text: str,
+    *,
+    max_chars: int = 4000,
+    single_line: bool = False,
+    instructions: str | None = None,
+) -> str:
+    """Return ``text`` stripped (its first non-empty line when ``single_line``) or raise
+    :class:`InvalidReply`: empty; no letter or digit; longer than ``max_chars``; under 70 %
+    word characters (letters, digits, spaces, ``.,;:'"()-–—?!%&/$€£``); a refusal; or (with
+    ``instructions``, the prompt's fixed wording) a line of at least 24 characters copied from it."""
+    s = first_line(text) if single_line else (text or "").strip()
+    if not s:
+        raise InvalidReply("empty reply")
+    if not any(ch.isalnum() for ch in s):
+        raise InvalidReply(f"no words in reply {s[:_SNIPPET]!r}")
+    if len(s) > max_chars:
+        raise InvalidReply(f"reply of {len(s)} characters, more than {max_chars}")
+    if len(_WORDISH.findall(s)) < _MIN_WORDISH * len(s):
+        raise InvalidReply(f"reply is mostly symbols: {s[:_SNIPPET]!r}")
+    if is_refusal(s):
+        raise InvalidReply(f"refusal: {s[:_SNIPPET]!r}")
+    if instructions:
+        fixed = _norm(instructions)
+        for line in s.splitlines():
+            n = _norm(line)
+            if len(n) >= _ECHO_MIN_CHARS and n in fixed:
+                raise InvalidReply(f"reply echoes the instructions: {line.strip()[:_SNIPPET]!r}")
+    return s
+
+
+def _record(errors: list[dict[str, Any]] | None, entry: dict[str, Any], log: logging.Logger) -> None:
+    log.warning("LLM step %r fell back to the LLM-free path (%s): %s", entry["step"], entry["kind"], entry["error"])
+    if errors is not None:
+        errors.append(entry)
+
+
+def complete_validated(
+    llm: Any,
+    prompt: str | list[Message],
+    validate: Callable[[str], T],
+    *,
+    step: str,
+    errors: list[dict[str, Any]] | None = None,
+    retries: int = 1,
+    retry_errors: bool = False,
+    context: dict[str, Any] | None = None,
+    log: logging.Logger | None = None,
+    **complete_kwargs: Any,
+) -> T | None:
+    """``validate(llm.complete(prompt, **complete_kwargs))``, retried ``retries`` times (default
+    once) on :class:`InvalidReply` (and on failed calls too with ``retry_errors``); ``None`` when
+    the call fails or every reply is invalid.
+
+    On ``None`` a WARNING is logged (``log``, default this module's logger) and a trace entry
+    ``{"step", "kind": "invalid_reply" | "llm_error", "error", "attempts", "type"? (of the error),
+    "reply"? (the last invalid one, cut to 200 characters), **context}`` is
+    appended to ``errors``. The caller must then take its LLM-free path and must not cache or
+    pass on anything from the reply.
+    """
+    log = log or logger
+    reason, reply = "", ""
+    for attempt in range(1, retries + 2):
+        try:
+            reply = llm.complete(prompt, **complete_kwargs)
+        except CALL_ERRORS as exc:
+            if retry_errors and attempt <= retries:
+                reason, reply = f"{type(exc).__name__}: {exc}", ""
+                continue
+            entry = {
+                "step": step,
+                "kind": "llm_error",
+                "error": str(exc),
+                "type": type(exc).__name__,
+                "attempts": attempt,
+            }
+            _record(errors, {**entry, **(context or {})}, log)
+            return None
+        try:
+            return validate(reply)
+        except InvalidReply as exc:
+            reason = str(exc)
+    entry = {
+        "step": step,
+        "kind": "invalid_reply",
+        "error": f"invalid reply: {reason}",
+        "attempts": retries + 1,
+        "reply": (reply or "")[:_SNIPPET],
+    }
+    _record(errors, {**entry, **(context or {})}, log)
+    return None
