@@ -34,6 +34,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         per_hop=args.per_hop,
         train_per_hop=args.train_per_hop,
         labels=args.labels,
+        retriever_opts=args.retriever_opt or (),
     )
     print(markdown_table(report))
     if args.out:
@@ -144,7 +145,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     if ev.trace.get("answers"):
         print("answers:", ", ".join(ev.trace["answers"][: args.k]))
     if not ev.passages and not ev.facts:
-        why = ev.trace.get("error") or ev.trace.get("note") or "nothing matched the question"
+        why = ev.trace.get("error") or ev.trace.get("reason") or ev.trace.get("note") or "nothing matched the question"
         print(f"kgrag ask: no evidence from --retriever {args.retriever}: {why}", file=sys.stderr)
         return 1
     if args.generate:
@@ -179,6 +180,20 @@ def _generate(args: argparse.Namespace, ev: Any) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    if args.what == "translator":
+        from .train.translator import train_translator
+
+        report = train_translator(
+            args.base_model,
+            args.out,
+            data=[d.strip() for d in args.data.split(",") if d.strip()],
+            data_dir=args.data_dir,
+            limit=args.limit,
+            build_only=args.build_only,
+            max_steps=args.max_steps,
+        )
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+        return 0
     if args.what == "path-ranker":
         from .train.path import train_path_ranker_cli
 
@@ -242,6 +257,13 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--cache-dir", type=Path, default=None, help="index cache (default: $KGRAG_CACHE_DIR or .kgrag_cache)"
     )
+    b.add_argument(
+        "--retriever-opt",
+        action="append",
+        default=None,
+        metavar="R.OPT=V1,V2",
+        help="retriever option values, one run per combination (e.g. translator.alpha=1,3,5 translator.beta=1,3)",
+    )
     b.add_argument("--quiet", action="store_true", help="no progress bars")
     b.set_defaults(func=_cmd_bench)
 
@@ -295,10 +317,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser(
         "train",
-        help="train FRAG's models: hop-classifier (simple/complex questions) or path-ranker (relation chains of a KG)",
+        help="train FRAG's hop-classifier / path-ranker, or KG-Translator's clue translator (SFT, needs [train])",
     )
-    t.add_argument("what", choices=["hop-classifier", "path-ranker"])
-    t.add_argument("--out", type=Path, required=True, help="where to save the model (.npz)")
+    t.add_argument("what", choices=["hop-classifier", "path-ranker", "translator"])
+    t.add_argument("--out", type=Path, required=True, help="where to save the model (.npz; translator: a directory)")
+    t.add_argument("--data", default="musique,2wikimultihopqa", help="translator: SFT sources (App. F.1)")
+    t.add_argument("--base-model", default=None, help="translator: local path / hub id of the causal LM to fine-tune")
+    t.add_argument("--build-only", action="store_true", help="translator: only build and write the SFT data")
+    t.add_argument("--max-steps", type=int, default=-1, help="translator: stop after N optimizer steps (-1: 1 epoch)")
     t.add_argument(
         "--datasets", default="metaqa,musique,2wikimultihopqa,hotpotqa,popqa", help="hop-classifier: training sets"
     )

@@ -33,6 +33,7 @@ from ..methods.frag import FRAGRetriever
 from ..methods.kg_infused import KGInfusedRetriever
 from ..methods.sa_rag import SARAGRetriever
 from ..methods.sa_rag.retriever import SPEED_MAX_EDGES
+from ..methods.translator import TranslatorRetriever
 from ..models.embed import Embedder, default_embedder
 from .datasets import Dataset, load_dataset
 from .metrics import answer_recall_at_k, mean, percentile, recall_at_k
@@ -67,9 +68,45 @@ RETRIEVERS: dict[str, tuple[Callable[[KnowledgeIndex], Retriever], tuple[str, ..
     "kg-infused": (KGInfusedRetriever, ("embed_passages_s", "chroma_s", "graph_s"), "mentions"),
     # FRAG on a corpus graph: heuristic router, bi-encoder chain scores, passages of path entities
     "frag": (FRAGRetriever, ("embed_passages_s", "chroma_s", "graph_s"), "mentions"),
+    # KG-Translator, LLM-free: clue translation into the ParseKG, tracing, MiniLM ranking
+    "translator": (TranslatorRetriever, ("embed_passages_s", "chroma_s", "graph_s"), "parsekg"),
 }
 #: Retrievers whose paper defaults depend on the dataset (their factory takes ``dataset=``).
-DATASET_AWARE = {"sa-rag", "sa-rag-cap2000"}
+DATASET_AWARE = {"sa-rag", "sa-rag-cap2000", "translator"}
+
+
+def parse_retriever_opts(specs: Sequence[str]) -> dict[str, dict[str, list[Any]]]:
+    """``["translator.alpha=1,3,5", "translator.beta=1,3"]`` -> ``{"translator": {"alpha": [1, 3, 5],
+    "beta": [1, 3]}}`` (values parsed as int, float, true/false, none, else kept as strings)."""
+    out: dict[str, dict[str, list[Any]]] = {}
+    for spec in specs:
+        name, sep, rest = spec.partition(".")
+        key, eq, values = rest.partition("=")
+        if not (sep and eq and name and key and values):
+            raise ValueError(f"--retriever-opt {spec!r}: use RETRIEVER.OPTION=V1[,V2...], e.g. translator.alpha=1,3,5")
+        out.setdefault(name, {})[key] = [_opt_value(v.strip()) for v in values.split(",") if v.strip()]
+    return out
+
+
+def _opt_value(v: str) -> Any:
+    if v.lower() in ("true", "false"):
+        return v.lower() == "true"
+    if v.lower() in ("none", "null"):
+        return None
+    for cast in (int, float):
+        try:
+            return cast(v)
+        except ValueError:
+            pass
+    return v
+
+
+def _opt_grid(opts: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """Every combination of the option values (one empty dict when there are none)."""
+    grid: list[dict[str, Any]] = [{}]
+    for key, values in opts.items():
+        grid = [{**g, key: v} for g in grid for v in values]
+    return grid
 
 
 K_VALUES = (2, 5)
@@ -132,12 +169,15 @@ def evaluate_retriever(retriever: Retriever, dataset: Dataset, *, k: int = 5, pr
     recalls: dict[int, list[float]] = {kk: [] for kk in K_VALUES}
     answer_recall: list[float] = []
     latencies: list[float] = []
+    components: dict[str, list[float]] = {}
     returned: list[int] = []
     no_gold = 0
     for q in tqdm(questions, desc=f"{retriever.name}", disable=not progress, leave=False):
         t0 = time.perf_counter()
         ev = retriever.retrieve(q.question, k)
         latencies.append((time.perf_counter() - t0) * 1000)
+        for comp, ms in (ev.trace.get("timings") or {}).items() if isinstance(ev.trace, dict) else ():
+            components.setdefault(comp, []).append(float(ms))
         ids = ev.passage_ids
         returned.append(len(ids))
         if q.supporting_passage_ids:
@@ -155,6 +195,9 @@ def evaluate_retriever(retriever: Retriever, dataset: Dataset, *, k: int = 5, pr
     out["passages_returned_p50"] = float(np.median(returned)) if returned else 0.0
     if no_gold:
         out["n_without_gold"] = no_gold
+    if components:  # per-component latency (KG-Translator Table 9): mean ms over questions
+        n = max(len(questions), 1)
+        out["component_ms"] = {c: round(sum(v) / n, 2) for c, v in components.items()}
     return out
 
 
@@ -170,8 +213,12 @@ def run_bench(
     per_hop: int = 300,
     train_per_hop: int = 1000,
     labels: str = "dataset",
+    retriever_opts: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Run ``retrievers`` on ``dataset``; write JSON to ``out`` (if given) and return it.
+
+    ``retriever_opts`` (``"translator.alpha=1,3,5"``) runs the named retriever once per
+    combination of option values, reported as ``translator[alpha=1]`` ... (an α/β sweep in one run).
 
     KGQA datasets (a KG and no corpus, e.g. ``metaqa``) go to
     :func:`~kgrag_plugins.eval.kgqa.run_kgqa_bench` (``per_hop`` / ``train_per_hop`` and the hop
@@ -206,6 +253,9 @@ def run_bench(
         "index_open_or_build_seconds": round(time.perf_counter() - t0, 2),
         "results": {},
     }
+    opts = parse_retriever_opts(retriever_opts)
+    for name in [n for n in opts if n not in retrievers]:
+        raise ValueError(f"--retriever-opt names {name!r}, which is not among --retrievers")
     for name in retrievers:
         factory, parts, builder = RETRIEVERS[name]
         if builder not in indexes:
@@ -217,13 +267,23 @@ def run_bench(
         idx = indexes[builder]
         # a graph index reuses the plain index's passage vectors: their cost is in its manifest
         timings = {**index.manifest.get("timings", {}), **idx.manifest.get("timings", {})}
-        retriever = factory(idx, dataset=ds.name) if name in DATASET_AWARE else factory(idx)
-        result = evaluate_retriever(retriever, ds, progress=progress)
-        # Build cost of the index parts this retriever reads, measured when the index was built.
-        result["index_seconds"] = round(sum(float(timings.get(p, 0.0)) for p in parts), 2)
-        if builder:
-            result["builder"] = builder
-        report["results"][name] = result
+        for combo in _opt_grid(opts.get(name, {})):
+            kw = {"dataset": ds.name} if name in DATASET_AWARE else {}
+            t_init = time.perf_counter()
+            retriever = factory(idx, **kw, **combo)
+            prepare = getattr(retriever, "prepare", None)
+            prepared = prepare() if callable(prepare) else None  # one-off derived indexes
+            init_s = time.perf_counter() - t_init
+            result = evaluate_retriever(retriever, ds, progress=progress)
+            # Build cost of the index parts this retriever reads, measured when the index was built.
+            result["index_seconds"] = round(sum(float(timings.get(p, 0.0)) for p in parts), 2)
+            if prepared:
+                result["prepare"] = prepared
+                result["prepare_seconds"] = round(init_s, 2)
+            if builder:
+                result["builder"] = builder
+            label = name + ("[" + ",".join(f"{k}={v}" for k, v in combo.items()) + "]" if combo else "")
+            report["results"][label] = result
     _write(report, out)
     return report
 
@@ -253,4 +313,15 @@ def markdown_table(report: dict[str, Any]) -> str:
         f"{r['latency_ms']['p50']:.1f} | {r['latency_ms']['p95']:.1f} | {r['index_seconds']:.1f} |"
         for name, r in report["results"].items()
     ]
+    return head + "\n".join(rows) + "\n" + _component_table(report)
+
+
+def _component_table(report: dict[str, Any]) -> str:
+    """Per-component mean latency (ms) of retrievers that report ``trace["timings"]``."""
+    with_c = {n: r["component_ms"] for n, r in report["results"].items() if r.get("component_ms")}
+    if not with_c:
+        return ""
+    comps = list(dict.fromkeys(c for v in with_c.values() for c in v))
+    head = "\n| retriever | " + " | ".join(comps) + " |\n|---|" + "---|" * len(comps) + "\n"
+    rows = [f"| {n} | " + " | ".join(f"{v.get(c, 0.0):.1f}" for c in comps) + " |" for n, v in with_c.items()]
     return head + "\n".join(rows) + "\n"

@@ -30,6 +30,7 @@ _EXPORTS = {
     "LlamaIndexLLM": "llama_index",
     "SpreadingActivationRetriever": "llama_index",
     "evidence_to_nodes": "llama_index",
+    "ClueTranslationRetriever": "llama_index",
     # langchain
     "LangChainLLM": "langchain",
     # langgraph
@@ -42,6 +43,8 @@ _EXPORTS = {
     "make_route_node": "langgraph",
     "route_by_hops": "langgraph",
     "make_frag_node": "langgraph",
+    "translator_graph": "langgraph",
+    "make_translator_node": "langgraph",
     "make_retrieve_node": "langgraph",
     "make_activation_node": "langgraph",
     "make_query_expansion_node": "langgraph",

@@ -13,7 +13,7 @@ from kgrag_plugins.models.llm import ScriptedLLM
 from kgrag_plugins.types import Entity
 
 #: The graph builders of the public surface (names ending in ``_graph`` plus the hop router).
-BUILDERS = {"activation_graph", "kg_infused_graph", "sa_rag_graph", "frag_graph", "make_hop_router"}
+BUILDERS = {"activation_graph", "kg_infused_graph", "sa_rag_graph", "frag_graph", "translator_graph", "make_hop_router"}
 
 
 def test_every_exported_graph_builder_is_covered():
@@ -31,7 +31,19 @@ def kg_index(sample_index):
     return KnowledgeIndex.build([], graph=g, embedder=sample_index.embedder, progress=False)
 
 
-def _graphs(sample_index, kg_index):
+@pytest.fixture(scope="module")
+def parsekg_index(tmp_path_factory, sample_index):
+    from kgrag_plugins.types import Passage
+
+    passages = [
+        Passage("p1", "Marie Curie was born in Warsaw.", "Marie Curie"),
+        Passage("p2", "Warsaw is in Poland.", "Warsaw"),
+    ]
+    path = tmp_path_factory.mktemp("schema-parsekg") / "index"
+    return KnowledgeIndex.build(passages, path, builder="parsekg", embedder=sample_index.embedder, progress=False)
+
+
+def _graphs(sample_index, kg_index, parsekg_index):
     from kgrag_plugins.methods.baselines import DenseRetriever
 
     llm = ScriptedLLM(lambda messages: "unused")
@@ -45,13 +57,22 @@ def _graphs(sample_index, kg_index):
         "sa_rag+llm": lg.sa_rag_graph(sample_index, llm),
         "frag": lg.frag_graph(kg_index),
         "frag+llm": lg.frag_graph(kg_index, llm=llm),
+        "translator": lg.translator_graph(parsekg_index),
+        "translator+llm": lg.translator_graph(parsekg_index, llm),
         "hop_router": lg.make_hop_router(dense, dense),
     }
 
 
-def test_input_and_output_json_schemas(sample_index, kg_index):
-    graphs = _graphs(sample_index, kg_index)
-    assert {name.split("+")[0] for name in graphs} == {"activation", "kg_infused", "sa_rag", "frag", "hop_router"}
+def test_input_and_output_json_schemas(sample_index, kg_index, parsekg_index):
+    graphs = _graphs(sample_index, kg_index, parsekg_index)
+    assert {name.split("+")[0] for name in graphs} == {
+        "activation",
+        "kg_infused",
+        "sa_rag",
+        "frag",
+        "translator",
+        "hop_router",
+    }
     for name, compiled in graphs.items():
         inp = compiled.get_input_jsonschema()
         out = compiled.get_output_jsonschema()

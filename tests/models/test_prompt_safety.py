@@ -31,6 +31,7 @@ from kgrag_plugins.methods.kg_infused import prompts as kgi
 from kgrag_plugins.methods.sa_rag import prompts as sa_prompts
 from kgrag_plugins.methods.sa_rag.cot import SARAGCoT
 from kgrag_plugins.methods.sa_rag.retriever import SARAGRetriever
+from kgrag_plugins.methods.translator import prompts as tr_prompts
 from kgrag_plugins.models import prompting
 from kgrag_plugins.models.llm import ScriptedLLM
 from kgrag_plugins.models.prompting import DATA_NOTICE, DataPrompt, data_block, escape_data
@@ -93,6 +94,9 @@ BUILDERS: dict[str, Callable[[str], str]] = {
         sa_prompts.ANSWERING_SYSTEM + "\n" + SARAGCoT.merge_context(t, SARAGRetriever.context(_evidence(t)))
     ),
     "answer.generate_answer": _answer_prompt,
+    "translator.clue_translation_prompt": lambda t: tr_prompts.clue_translation_prompt(t),
+    "translator.qa_prompt": lambda t: tr_prompts.qa_prompt("q", [t, "Warsaw lies on the Vistula."]),
+    "translator.decomposition_prompt": lambda t: tr_prompts.decomposition_prompt("q", [t], ["an earlier query", t]),
     **{f"kg_infused.{k}": _kgi_builder(k) for k, v in kgi.PROMPTS.items() if set(_fields(v)) - {"question"}},
 }
 
@@ -101,6 +105,14 @@ COVERED = {
     "kgrag_plugins.index.builders.prompts": {"ner_messages", "re_messages", "NER_SYSTEM", "RE_SYSTEM"},
     "kgrag_plugins.methods.frag.prompts": {"reasoning_prompt", "hop_estimation_prompt", "REASONING", "HOP_ESTIMATION"},
     "kgrag_plugins.methods.sa_rag.prompts": {"REASONING_SYSTEM", "ANSWERING_SYSTEM"},
+    "kgrag_plugins.methods.translator.prompts": {
+        "clue_translation_prompt",
+        "qa_prompt",
+        "decomposition_prompt",
+        "CLUE_TRANSLATION",
+        "QA",
+        "DECOMPOSITION",
+    },
     "kgrag_plugins.methods.kg_infused.prompts": {
         *(n for n in kgi.__all__ if n.isupper() and n != "PROMPTS"),
         "format_candidate_groups",
@@ -112,6 +124,7 @@ COVERED = {
 #: Public names of prompts modules that build no prompt.
 NOT_PROMPTS = {"postprocess", "PROMPTS", "PROMPT_VERSION", "ENTITY_TYPES", "STOP", "MAX_TOKENS", "QUESTION_PREFIX"}
 NOT_PROMPTS |= {"PERSONA", "PERSONA_HOP"}  # parts of REASONING / HOP_ESTIMATION
+NOT_PROMPTS |= {"NEXT_QUERY_MARK", "parse_next_query", "parse_qa"}  # the translator's reply parsing
 NOT_PROMPTS |= set(prompting.__all__)  # the shared sentences, imported
 
 

@@ -57,6 +57,7 @@ from .state import (  # noqa: E402
     passage_to_document,
     state_to_evidence,
 )
+from .translator import make_translator_node, translator_graph  # noqa: E402
 
 __all__ = [
     "KGRAGState",
@@ -77,10 +78,12 @@ __all__ = [
     "make_route_node",
     "make_sa_reason_node",
     "make_sa_retrieve_node",
+    "make_translator_node",
     "passage_to_document",
     "route_by_hops",
     "sa_rag_graph",
     "sa_route_after_reason",
     "sa_route_after_retrieve",
     "state_to_evidence",
+    "translator_graph",
 ]

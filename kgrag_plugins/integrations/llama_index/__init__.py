@@ -20,8 +20,10 @@ require("llama-index", "llama_index.core", feature="kgrag_plugins.integrations.l
 from .llm import LlamaIndexLLM  # noqa: E402
 from .nodes import evidence_to_nodes, fact_to_node, passage_to_node  # noqa: E402
 from .retrievers import VARIANTS, HopAwareRetriever, KGRetriever, SpreadingActivationRetriever  # noqa: E402
+from .translator import ClueTranslationRetriever  # noqa: E402
 
 __all__ = [
+    "ClueTranslationRetriever",
     "HopAwareRetriever",
     "KGRetriever",
     "LlamaIndexLLM",

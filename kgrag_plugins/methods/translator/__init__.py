@@ -1,0 +1,21 @@
+"""KG-Translator: clue translation into a ParseKG, clue tracing, ranking (METHODS.md §3).
+
+:class:`TranslatorRetriever` is the retriever (LLM-free by default). The parts:
+:mod:`.entities` / :mod:`.relations` (LLM-free translation), :mod:`.tracing` (Eq. 8-10),
+:mod:`.decompose` (prompt ❸ loop and the LLM-free bridge step), :mod:`.prompts` (App. M),
+:mod:`.constraints` / :mod:`.decoding` (constrained decoding backends).
+"""
+
+from .entities import EntityTranslator, LLMFreeBackend
+from .relations import RelationTranslator
+from .retriever import BEAMS, DEFAULT_BEAMS, TranslatorRetriever, beams_for
+
+__all__ = [
+    "BEAMS",
+    "DEFAULT_BEAMS",
+    "EntityTranslator",
+    "LLMFreeBackend",
+    "RelationTranslator",
+    "TranslatorRetriever",
+    "beams_for",
+]

@@ -1,0 +1,360 @@
+"""KG-Translator retriever: translate the question into (entity, relation) clues that exist in
+the ParseKG, trace them to sentences and passages, rank by MiniLM (paper §3, App. J Alg. 2).
+
+Pipeline per question (``trace["timings"]`` has one entry per component, ms):
+
+1. ``ner``: spaCy NER spans of the question; the ones naming an entity are E_q (Alg. 2 line 8).
+2. ``entity_translation``: α entities (LLM-free matching, :mod:`.entities`, or ``backend``).
+3. ``relation_translation``: β relation spans per entity (:mod:`.relations` or ``backend``).
+4. ``tracing``: sentences containing each clue with the entity in the right role -> passages.
+5. Reverse translation (App. J Alg. 2) with R⁻ when the forward pass traced no passage or an
+   E_q entity is missing from the forward entities; clues and passages are merged.
+6. Multi-hop (:mod:`.decompose`): prompt ❸ with an ``llm``; the LLM-free bridge step otherwise
+   (``bridge=``; default from measurement, see docs/translator.md).
+7. ``ranking``: every traced passage by MiniLM cosine to the question (Eq. 10, the index's passage
+   vectors), top k. When fewer than k (but at least one) passages were traced, the rest of the k
+   slots are filled by dense retrieval, ranked below every traced passage (``backfill=True``; our
+   addition: the paper returns the fewer passages; ``backfill="always"`` also fills when nothing
+   was traced, ``False`` never).
+
+Decisions (METHODS §3(b)): query NER entities are added *on top of* the α translated ones;
+forward+reverse passages are merged and re-ranked together; beam defaults per dataset are the
+paper's (:data:`BEAMS`), unknown data gets :data:`DEFAULT_BEAMS`. An index without a ParseKG
+is refused at construction (build it with ``builder="parsekg"``); an empty ParseKG, a question
+with no translatable entity, or entities without relations give an empty :class:`Evidence`
+with ``trace["reason"]`` (dense passages only with ``backfill="always"``, flagged in the trace).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from typing import Any
+
+import numpy as np
+
+from ...types import Evidence, Fact, ScoredPassage
+from ..base import Retriever
+from .decompose import bridge_entities, next_query
+from .entities import EntityTranslator
+from .relations import RelationTranslator
+from .tracing import Clue, clue_passages, rank_passages, trace_clue
+
+logger = logging.getLogger(__name__)
+
+#: (α, β) per dataset, paper App. F ("Model Retrieval & QA").
+BEAMS: dict[str, tuple[int, int]] = {
+    "hotpotqa": (3, 3),
+    "2wikimultihopqa": (3, 1),
+    "2wiki": (3, 1),
+    "musique": (3, 5),
+    "popqa": (3, 5),
+}
+#: (α, β) for unknown data: α = 3 in every paper setting; β = 3 is the middle of the paper's values.
+DEFAULT_BEAMS = (3, 3)
+_OPTIONS = {
+    "bridge": True,
+    "backfill": True,
+    "reverse": True,
+    "bridge_passages": 3,
+    "bridge_alpha": None,
+    "traced_bonus": None,
+}
+
+
+def beams_for(dataset: str | None) -> tuple[int, int]:
+    """The paper's (α, β) for ``dataset`` (case/punctuation-insensitive), else the default."""
+    key = "".join(c for c in (dataset or "").lower() if c.isalnum())
+    for name, ab in BEAMS.items():
+        if key and key == "".join(c for c in name if c.isalnum()):
+            return ab
+    return DEFAULT_BEAMS
+
+
+def _accepts_direction(fn: Any) -> bool:
+    try:
+        return "direction" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+class TranslatorRetriever(Retriever):
+    """Clue-translation retriever (KG-Translator); see the module docstring.
+
+    ``llm`` enables prompt-❸ decomposition (``max_steps`` calls at most); ``backend`` (Part B's
+    :class:`~kgrag_plugins.methods.translator.decoding.TranslationBackend`) replaces the LLM-free
+    entity/relation translation. Options: ``bridge`` (LLM-free second round), ``backfill`` (dense
+    fill-up to k), ``reverse`` (App. J), ``bridge_passages`` (first-round passages whose entities
+    are bridge candidates), ``bridge_alpha`` (bridge entities, default α), ``traced_bonus`` (``None``:
+    traced passages strictly first, the paper; a float: traced passages compete with the dense
+    top 2k with this bonus added to their cosine -- our addition).
+    """
+
+    name = "translator"
+
+    def __init__(
+        self,
+        index: Any,
+        *,
+        llm: Any = None,
+        backend: Any = None,
+        alpha: int | None = None,
+        beta: int | None = None,
+        dataset: str | None = None,
+        max_steps: int = 2,
+        **opts: Any,
+    ) -> None:
+        if getattr(index, "parsekg", None) is None:
+            raise ValueError(
+                "TranslatorRetriever needs an index with a ParseKG: build it with "
+                'KnowledgeIndex.build(passages, path, builder="parsekg")'
+            )
+        unknown = set(opts) - set(_OPTIONS)
+        if unknown:
+            raise TypeError(f"TranslatorRetriever: unknown option(s) {sorted(unknown)}; known: {sorted(_OPTIONS)}")
+        a0, b0 = beams_for(dataset)
+        self.alpha, self.beta = int(alpha if alpha is not None else a0), int(beta if beta is not None else b0)
+        if self.alpha < 1 or self.beta < 1:
+            raise ValueError(f"alpha and beta must be >= 1, got alpha={self.alpha}, beta={self.beta}")
+        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 0:
+            raise ValueError(f"max_steps must be an int >= 0, got {max_steps!r}")
+        from ...models.llm import as_llm
+
+        self.llm = as_llm(llm) if llm is not None else None
+        self.backend = backend
+        self.max_steps = max_steps
+        self.opts = {**_OPTIONS, **opts}
+        self.index = index
+        self.entities = EntityTranslator(index)
+        self.relations = RelationTranslator(index)
+
+    def prepare(self) -> dict[str, float]:
+        """Compute (or load) the derived indexes now: entity-name vectors, the entity tables and
+        the relation-window vectors; returns their build seconds (the benchmark reports them)."""
+        t0 = time.perf_counter()
+        self.entities.pool("forward")
+        t1 = time.perf_counter()
+        n_heads = self.entities.prepare()
+        t2 = time.perf_counter()
+        self.relations.ensure()
+        t3 = time.perf_counter()
+        return {
+            "entity_tables_s": round(t1 - t0, 2),
+            "entity_vectors_s": round(t2 - t1, 2),
+            "head_entities": n_heads,
+            "relation_windows_s": round(t3 - t2, 2),
+            "relation_windows": len(self.relations._texts),
+        }
+
+    def _refresh(self) -> None:
+        self.entities.reset()
+        self.relations.reset()
+
+    def __repr__(self) -> str:
+        return f"TranslatorRetriever(alpha={self.alpha}, beta={self.beta}, llm={self.llm is not None})"
+
+    # ------------------------------------------------------------------ one translation round
+    def _entities(
+        self, query: str, direction: str, ner: list[str], timings: dict[str, float]
+    ) -> list[tuple[str, float]]:
+        t0 = time.perf_counter()
+        if self.backend is not None:
+            kw = {"direction": direction} if _accepts_direction(self.backend.entities) else {}
+            if direction == "reverse" and not kw:
+                return []  # a backend without reverse support: forward only
+            pool = set(self.entities.pool(direction))
+            names = self.backend.entities(query, self.alpha, **kw)
+            out = [(e, 1.0) for n in names for e in self.entities.resolve(n)[:1] if e in pool]
+        else:
+            out = [
+                (m.entity, m.score) for m in self.entities.translate(query, self.alpha, direction=direction, ner=ner)
+            ]
+        timings["entity_translation"] = timings.get("entity_translation", 0.0) + (time.perf_counter() - t0) * 1000
+        return out
+
+    def _clues(
+        self,
+        query: str,
+        qvec: np.ndarray,
+        ents: list[tuple[str, float]],
+        direction: str,
+        step: int,
+        timings: dict[str, float],
+    ) -> list[Clue]:
+        t0 = time.perf_counter()
+        clues: list[Clue] = []
+        for e, _s in ents:
+            name = self.entities.name(e)
+            if self.backend is not None:
+                kw = {"direction": direction} if _accepts_direction(self.backend.relations) else {}
+                rels = [(r, 0.0) for r in self.backend.relations(query, name, self.beta, **kw)]
+            else:
+                rels = [
+                    (r.text, r.score)
+                    for r in self.relations.translate(query, e, self.beta, direction=direction, qvec=qvec)
+                ]
+            clues.extend(Clue(e, name, r, direction, sc, step=step) for r, sc in rels)
+        t1 = time.perf_counter()
+        timings["relation_translation"] = timings.get("relation_translation", 0.0) + (t1 - t0) * 1000
+        kg = self.index.parsekg
+        for c in clues:
+            trace_clue(kg, c)
+        timings["tracing"] = timings.get("tracing", 0.0) + (time.perf_counter() - t1) * 1000
+        return clues
+
+    def _round(
+        self, query: str, qvec: np.ndarray, ner: list[str], eq: set[str], step: int, timings: dict[str, float]
+    ) -> tuple[list[Clue], list[str]]:
+        """Alg. 2 for one query: forward, then reverse when needed. Returns clues and directions."""
+        ents = self._entities(query, "forward", ner, timings)
+        have = {e for e, _ in ents}
+        heads = set(self.entities.pool("forward"))
+        ents += [(e, 0.0) for e in eq if e not in have and e in heads]  # NER entities on top of α
+        clues = self._clues(query, qvec, ents, "forward", step, timings)
+        directions = ["forward"]
+        missing = eq - {c.entity for c in clues}
+        if self.opts["reverse"] and (not clue_passages(clues) or missing):
+            rents = self._entities(query, "reverse", ner, timings)
+            rhave = {e for e, _ in rents}
+            tails = set(self.entities.pool("reverse"))
+            rents += [(e, 0.0) for e in missing if e not in rhave and e in tails]
+            clues += self._clues(query, qvec, rents, "reverse", step, timings)
+            directions.append("reverse")
+        return clues, directions
+
+    # ------------------------------------------------------------------ retrieve
+    def _retrieve(self, query: str, k: int) -> Evidence:
+        timings: dict[str, float] = {}
+        trace: dict[str, Any] = {"clues": [], "direction": [], "traced": [], "timings": timings}
+        kg = self.index.parsekg
+        if kg.num_sentences == 0:
+            trace["reason"] = "empty ParseKG: the index has no sentences with entities to translate into"
+            return Evidence(query, [], [], trace)
+        t0 = time.perf_counter()
+        qvec = self.index.embed_query(query)
+        timings["embed"] = (time.perf_counter() - t0) * 1000
+        t0 = time.perf_counter()
+        ner = EntityTranslator.ner_spans(query)
+        eq = {e for s in ner for e in self.entities.resolve(s)}
+        timings["ner"] = (time.perf_counter() - t0) * 1000
+        errors: list[dict[str, Any]] = []
+        clues, directions = self._round(query, qvec, ner, eq, 0, timings)
+        queries = [query]
+        if self.llm is not None and self.max_steps > 0:
+            clues = self._decompose(query, qvec, clues, queries, errors, timings)
+        elif self.opts["bridge"]:
+            clues = self._bridge(query, qvec, clues, timings)
+        t0 = time.perf_counter()
+        ranked = rank_passages(self.index, qvec, clue_passages(clues))
+        timings["ranking"] = (time.perf_counter() - t0) * 1000
+        trace["direction"] = directions
+        trace["queries"] = queries
+        trace["clues"] = [
+            {
+                "entity": c.entity,
+                "name": c.name,
+                "relation": c.relation,
+                "direction": c.direction,
+                "step": c.step,
+                "score": round(c.score, 4),
+                "passage_ids": c.passage_ids,
+            }
+            for c in clues
+        ]
+        trace["traced"] = [
+            {"sentence": kg.sentence(s), "passage_id": kg.passage_of(s)} for c in clues for s in c.sentences[:5]
+        ]
+        if errors:
+            trace["llm_errors"] = errors
+        store = self.index.passages
+        bonus = self.opts["traced_bonus"]
+        if bonus is not None and ranked:
+            # our addition: traced passages compete with dense candidates, +bonus on their cosine
+            t0 = time.perf_counter()
+            traced = {p for p, _ in ranked}
+            dense = [(p.id, float(s)) for p, s in store.dense_search(qvec, 2 * k) if p.id not in traced]
+            ranked = sorted([(p, s + float(bonus)) for p, s in ranked] + dense, key=lambda x: -x[1])
+            trace["dense_mixed"] = [p for p, _ in ranked[:k] if p not in traced]
+            timings["backfill"] = (time.perf_counter() - t0) * 1000
+        passages = [ScoredPassage(store.get(p), s) for p, s in ranked[:k]]
+        if not ranked:
+            trace["reason"] = self._why_empty(clues, eq)
+        fill_up = self.opts["backfill"] == "always" or (self.opts["backfill"] and ranked)
+        if len(passages) < k and fill_up:
+            t0 = time.perf_counter()
+            have = {sp.passage.id for sp in passages}
+            fill = [(p, s) for p, s in store.dense_search(qvec, k + len(have)) if p.id not in have][: k - len(passages)]
+            # backfilled passages rank below every traced one
+            passages += [ScoredPassage(p, float(s) - 2.0) for p, s in fill]
+            trace["backfill"] = [p.id for p, _ in fill]
+            timings["backfill"] = (time.perf_counter() - t0) * 1000
+        facts = [
+            Fact(
+                f"{c.name} @@ {c.relation}",
+                kind="clue",
+                score=c.score,
+                data={
+                    "entity": c.entity,
+                    "relation": c.relation,
+                    "direction": c.direction,
+                    "sentences": [kg.sentence(s) for s in c.sentences],
+                    "passage_ids": c.passage_ids,
+                },
+            )
+            for c in clues
+        ]
+        for key in timings:
+            timings[key] = round(timings[key], 3)
+        return Evidence(query, passages, facts, trace)
+
+    @staticmethod
+    def _why_empty(clues: list[Clue], eq: set[str]) -> str:
+        if not clues:
+            return "no entity found: nothing in the question matches a ParseKG entity with relations"
+        return "no passage traced: the translated clues match no sentence in the right role"
+
+    def _bridge(self, query: str, qvec: np.ndarray, clues: list[Clue], timings: dict[str, float]) -> list[Clue]:
+        """LLM-free second round over entities of the first round's top passages (our addition)."""
+        t0 = time.perf_counter()
+        top = [p for p, _ in rank_passages(self.index, qvec, clue_passages(clues))[: int(self.opts["bridge_passages"])]]
+        pool = set(self.entities.pool("forward"))
+        ents = bridge_entities(
+            self.index,
+            top,
+            qvec,
+            pool=pool,
+            exclude={c.entity for c in clues},
+            alpha=int(self.opts["bridge_alpha"] or self.alpha),
+            vectors=self.entities.vectors_of,
+        )
+        timings["bridge"] = (time.perf_counter() - t0) * 1000
+        return clues + self._clues(query, qvec, ents, "forward", 1, timings)
+
+    def _decompose(
+        self,
+        query: str,
+        qvec: np.ndarray,
+        clues: list[Clue],
+        queries: list[str],
+        errors: list,
+        timings: dict[str, float],
+    ) -> list[Clue]:
+        """Prompt-❸ loop (at most ``max_steps`` calls); contexts merged, re-ranked by the caller."""
+        store = self.index.passages
+        for step in range(1, self.max_steps + 1):
+            t0 = time.perf_counter()
+            top = [store.get(p).text for p, _ in rank_passages(self.index, qvec, clue_passages(clues))[:5]]
+            status, nq = next_query(self.llm, query, top, queries, errors=errors)
+            timings["decompose"] = timings.get("decompose", 0.0) + (time.perf_counter() - t0) * 1000
+            if status == "failed":
+                return self._bridge(query, qvec, clues, timings) if self.opts["bridge"] else clues
+            if status == "stop" or nq is None:
+                break
+            queries.append(nq)
+            nvec = self.index.embed_query(nq)
+            ner = EntityTranslator.ner_spans(nq)
+            eq = {e for s in ner for e in self.entities.resolve(s)}
+            more, _dirs = self._round(nq, nvec, ner, eq, step, timings)
+            clues = clues + more
+        return clues

