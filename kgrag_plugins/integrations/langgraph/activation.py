@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from langgraph.graph import END, START, StateGraph
-
 from ...index.store import KnowledgeIndex
-from .nodes import make_generate_node, make_retrieve_node, method_of
-from .state import KGRAGState
+from .nodes import make_retrieve_node, method_of, retrieve_then_generate
 
 if TYPE_CHECKING:  # pragma: no cover
     from langgraph.graph.state import CompiledStateGraph
@@ -28,13 +25,5 @@ def activation_graph(
         return ActivationRetriever(index, **kw)
 
     retriever = method_of(retriever_or_index, build)
-    g = StateGraph(KGRAGState)
-    g.add_node("retrieve", make_retrieve_node(retriever, k))
-    g.add_edge(START, "retrieve")
-    if llm is not None:
-        g.add_node("generate", make_generate_node(llm))
-        g.add_edge("retrieve", "generate")
-        g.add_edge("generate", END)
-    else:
-        g.add_edge("retrieve", END)
-    return g.compile(checkpointer=checkpointer, name="activation")
+    node = make_retrieve_node(retriever, k)
+    return retrieve_then_generate(node, llm, node="retrieve", name="activation", checkpointer=checkpointer)

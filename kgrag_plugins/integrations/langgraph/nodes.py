@@ -7,13 +7,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableLambda
+from langgraph.graph import END, START, StateGraph
 
 from ...index.store import KnowledgeIndex
 from ...models.llm import as_llm
 from ...types import Evidence
-from .state import evidence_to_documents, question_of, state_to_evidence, with_trace
+from .state import KGRAGState, evidence_to_documents, question_of, state_to_evidence, with_trace
 
 if TYPE_CHECKING:  # pragma: no cover
+    from langgraph.graph.state import CompiledStateGraph
+
     from ...methods.base import Retriever
 
 
@@ -23,16 +26,18 @@ def runnable_node(
     return RunnableLambda(func, afunc=afunc, name=name)
 
 
-def make_retrieve_node(retriever: Retriever, k: int = 5) -> RunnableLambda:
+def make_retrieve_node(
+    retriever: Retriever, k: int = 5, *, node_name: str = "retrieve", trace_key: str = "retrieve"
+) -> RunnableLambda:
     """Any kgrag ``Retriever`` as a node: query = ``state["query"]`` or ``state["question"]``;
-    writes ``documents``, ``facts`` and ``trace["retrieve"]``. ``ainvoke`` awaits ``aretrieve``."""
+    writes ``documents``, ``facts`` and ``trace[trace_key]``. ``ainvoke`` awaits ``aretrieve``."""
     name = getattr(retriever, "name", "retriever")
 
     def update(state: dict[str, Any], ev: Evidence) -> dict[str, Any]:
         return {
             "documents": evidence_to_documents(ev, retriever=name),
             "facts": [f.text for f in ev.facts],
-            "trace": with_trace(state, retrieve=ev.trace),
+            "trace": with_trace(state, **{trace_key: ev.trace}),
         }
 
     def retrieve(state: dict[str, Any]) -> dict[str, Any]:
@@ -41,7 +46,7 @@ def make_retrieve_node(retriever: Retriever, k: int = 5) -> RunnableLambda:
     async def aretrieve(state: dict[str, Any]) -> dict[str, Any]:
         return update(state, await retriever.aretrieve(state.get("query") or question_of(state), k))
 
-    return runnable_node("retrieve", retrieve, aretrieve)
+    return runnable_node(node_name, retrieve, aretrieve)
 
 
 def make_generate_node(llm: Any = None, *, method: Any = None, max_passages: int = 5) -> RunnableLambda:
@@ -111,3 +116,19 @@ def check_route(route: Any, source: str) -> str:
     if route not in ROUTES:
         raise ValueError(f"{source} returned route {route!r}; expected 'simple' or 'complex'")
     return route
+
+
+def retrieve_then_generate(
+    retrieve_node: Any, llm: Any, *, node: str, name: str, checkpointer: Any = None
+) -> CompiledStateGraph:
+    """``node -> [generate]``: a retrieval node, then the house answer prompt when ``llm`` is given."""
+    g = StateGraph(KGRAGState)
+    g.add_node(node, retrieve_node)
+    g.add_edge(START, node)
+    if llm is not None:
+        g.add_node("generate", make_generate_node(llm))
+        g.add_edge(node, "generate")
+        g.add_edge("generate", END)
+    else:
+        g.add_edge(node, END)
+    return g.compile(checkpointer=checkpointer, name=name)

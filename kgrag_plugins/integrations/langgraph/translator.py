@@ -5,13 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableLambda
-from langgraph.graph import END, START, StateGraph
 
 from ...index.store import KnowledgeIndex
 from ...models.llm import as_llm
-from ...types import Evidence
-from .nodes import make_generate_node, method_of, runnable_node
-from .state import KGRAGState, evidence_to_documents, question_of, with_trace
+from .nodes import make_retrieve_node, method_of, retrieve_then_generate
 
 if TYPE_CHECKING:  # pragma: no cover
     from langgraph.graph.state import CompiledStateGraph
@@ -33,22 +30,7 @@ def make_translator_node(retriever: Retriever, k: int = 5) -> RunnableLambda:
         raise TypeError(f"make_translator_node needs a kgrag Retriever, got {type(retriever).__name__}")
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
-    name = getattr(retriever, "name", "translator")
-
-    def update(state: dict[str, Any], ev: Evidence) -> dict[str, Any]:
-        return {
-            "documents": evidence_to_documents(ev, retriever=name),
-            "facts": [f.text for f in ev.facts],
-            "trace": with_trace(state, translator=ev.trace),
-        }
-
-    def translate(state: dict[str, Any]) -> dict[str, Any]:
-        return update(state, retriever.retrieve(state.get("query") or question_of(state), k))
-
-    async def atranslate(state: dict[str, Any]) -> dict[str, Any]:
-        return update(state, await retriever.aretrieve(state.get("query") or question_of(state), k))
-
-    return runnable_node("translate", translate, atranslate)
+    return make_retrieve_node(retriever, k, node_name="translate", trace_key="translator")
 
 
 def translator_graph(
@@ -73,13 +55,5 @@ def translator_graph(
     if not isinstance(index_or_retriever, KnowledgeIndex) and opts:
         raise ValueError(f"translator_graph: pass {sorted(opts)} to TranslatorRetriever(...) or build from an index")
     retriever = method_of(index_or_retriever, build)
-    g = StateGraph(KGRAGState)
-    g.add_node("translate", make_translator_node(retriever, k))
-    g.add_edge(START, "translate")
-    if llm is not None:
-        g.add_node("generate", make_generate_node(llm))
-        g.add_edge("translate", "generate")
-        g.add_edge("generate", END)
-    else:
-        g.add_edge("translate", END)
-    return g.compile(checkpointer=checkpointer, name="translator")
+    node = make_translator_node(retriever, k)
+    return retrieve_then_generate(node, llm, node="translate", name="translator", checkpointer=checkpointer)
