@@ -405,7 +405,7 @@ class KnowledgeIndex:
         if self._entity_vectors is None and self.graph.num_entities:
             timings: dict[str, float] = {}
             self._entity_vectors = _entity_vectors(self.graph, self.embedder, True, timings)
-            self._persist_array("entity_vectors.npy", self._entity_vectors)
+            self.save_derived("entity_vectors.npy", self._entity_vectors)
         return self._entity_vectors
 
     @property
@@ -418,7 +418,7 @@ class KnowledgeIndex:
         """Vectors of the relation vocabulary (``graph.relations``); computed on first use."""
         if self._relation_vectors is None and self.graph.relations:
             self._relation_vectors = self.embedder.embed(self.graph.relations, progress=None)
-            self._persist_array("relation_vectors.npy", self._relation_vectors)
+            self.save_derived("relation_vectors.npy", self._relation_vectors)
         return self._relation_vectors
 
     @property
@@ -428,16 +428,14 @@ class KnowledgeIndex:
         Computed on first use (with a progress bar) and stored in the index directory; ``None``
         for a graph without triples."""
         if self._triple_vectors is None and self.graph.num_triples:
-            gdir = self._gen_dir()
-            if gdir is not None and (gdir / "triple_vectors.npy").is_file():
-                arr = np.load(gdir / "triple_vectors.npy")
-                if len(arr) == self.graph.num_triples:
-                    self._triple_vectors = arr
-                    return arr
+            arr = self.load_derived("triple_vectors.npy", self.graph.num_triples)
+            if arr is not None:
+                self._triple_vectors = arr
+                return arr
             names = self.graph.names()
             texts = [t.verbalize(names) for t in self.graph.triples()]
             self._triple_vectors = np.asarray(self.embedder.embed(texts, progress=None), dtype=np.float32)
-            self._persist_array("triple_vectors.npy", self._triple_vectors)
+            self.save_derived("triple_vectors.npy", self._triple_vectors)
         return self._triple_vectors
 
     def _gen_dir(self) -> Path | None:
@@ -447,8 +445,15 @@ class KnowledgeIndex:
         gdir = self.path / self.manifest["generation"]
         return gdir if gdir.is_dir() else None
 
-    def _persist_array(self, name: str, arr: np.ndarray) -> None:
-        """Add a derived array to the live generation (atomic rename; readers never see a partial file)."""
+    def load_derived(self, name: str, rows: int) -> np.ndarray | None:
+        """A derived array (vectors computed from this generation's data) stored by
+        :meth:`save_derived`, or ``None`` when absent, damaged (a WARNING) or not ``rows`` long."""
+        gdir = self._gen_dir()
+        return _load_optional(gdir / name, rows) if gdir is not None else None
+
+    def save_derived(self, name: str, arr: np.ndarray) -> None:
+        """Add a derived array to the live generation (atomic rename; readers never see a partial file).
+        A no-op for an unsaved index; a failed write is logged and the array stays in memory only."""
         gdir = self._gen_dir()
         if gdir is None:
             return

@@ -264,20 +264,11 @@ class EntityTranslator:
         if getattr(self.index, "has_entity_vectors", False):
             pool.vectors = np.asarray(self.index.entity_vectors[pool.rows], dtype=np.float32)
             return pool.vectors
-        gdir = self.index._gen_dir() if hasattr(self.index, "_gen_dir") else None
-        f = gdir / ENTITY_VECTORS_FILE if gdir is not None else None
-        if f is not None and f.is_file():
-            try:
-                arr = np.load(f)
-                if arr.ndim == 2 and len(arr) == len(pool.ids):
-                    pool.vectors = arr
-                    return arr
-            except (OSError, ValueError) as e:
-                logger.warning("ignoring damaged %s (%s); recomputing", f, e)
-        names = [self._names.get(e, e) for e in pool.ids]
-        pool.vectors = np.asarray(self.index.embedder.embed(names, progress=None), dtype=np.float32)
-        if f is not None and hasattr(self.index, "_persist_array"):
-            self.index._persist_array(ENTITY_VECTORS_FILE, pool.vectors)
+        pool.vectors = self.index.load_derived(ENTITY_VECTORS_FILE, len(pool.ids))
+        if pool.vectors is None:
+            names = [self._names.get(e, e) for e in pool.ids]
+            pool.vectors = np.asarray(self.index.embedder.embed(names, progress=None), dtype=np.float32)
+            self.index.save_derived(ENTITY_VECTORS_FILE, pool.vectors)
         return pool.vectors
 
     def vectors_of(self, entity_ids: list[str]) -> np.ndarray:

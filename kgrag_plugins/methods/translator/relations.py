@@ -84,7 +84,7 @@ class RelationTranslator:
             ws = windows_of(kg.hyperrelation(h), self.window, self.stride)
             texts.extend(ws)
             offsets[h + 1] = len(texts)
-        vectors = self._load(len(texts))
+        vectors = self.index.load_derived(VECTORS_FILE, len(texts)) if texts else None
         if vectors is None:
             dim = int(getattr(self.index.embedder, "dim", 0) or self.index.passages.vectors.shape[1])
             vectors = (
@@ -92,8 +92,8 @@ class RelationTranslator:
                 if texts
                 else np.zeros((0, dim), np.float32)
             )
-            if texts and hasattr(self.index, "_persist_array"):
-                self.index._persist_array(VECTORS_FILE, vectors)
+            if texts:
+                self.index.save_derived(VECTORS_FILE, vectors)
         self._offsets, self._texts, self._vectors = offsets, texts, vectors
         self.build_seconds = time.perf_counter() - t0
         logger.info(
@@ -102,17 +102,6 @@ class RelationTranslator:
             kg.num_hyperrelations,
             self.build_seconds,
         )
-
-    def _load(self, n: int) -> np.ndarray | None:
-        gdir = self.index._gen_dir() if hasattr(self.index, "_gen_dir") else None
-        if gdir is None or not (gdir / VECTORS_FILE).is_file():
-            return None
-        try:
-            arr = np.load(gdir / VECTORS_FILE)
-        except (OSError, ValueError) as e:
-            logger.warning("ignoring damaged %s (%s); recomputing", VECTORS_FILE, e)
-            return None
-        return arr if arr.ndim == 2 and len(arr) == n else None
 
     def ensure(self) -> None:
         """Compute (or load) the window vectors now."""
