@@ -8,6 +8,7 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tiny_llm import tiny_llama
 
 from kgrag_plugins.train.translator import (
     HopStep,
@@ -160,34 +161,8 @@ def test_real_musique_and_2wiki_smoke(data_dir, sample_index):
 
 
 def _tiny_model(path, texts):
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(
-        texts,
-        trainers.BpeTrainer(
-            vocab_size=300, special_tokens=["<eos>", "<pad>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-        ),
-    )
-    hf_tok = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>", pad_token="<pad>")
-    torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=len(hf_tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        eos_token_id=hf_tok.eos_token_id,
-        pad_token_id=hf_tok.pad_token_id,
-        bos_token_id=None,
-    )
-    LlamaForCausalLM(cfg).save_pretrained(path)
+    model, hf_tok = tiny_llama(texts, vocab_size=300, hidden_size=32, num_heads=2, max_positions=512)
+    model.save_pretrained(path)
     hf_tok.save_pretrained(path)
     return path
 

@@ -9,6 +9,7 @@ import random
 import time
 
 import pytest
+from tiny_llm import tiny_llama
 
 from kgrag_plugins.index.parsekg import ParseKG
 from kgrag_plugins.methods.translator.constraints import ConstraintIndex
@@ -79,41 +80,13 @@ def build_parsekg(seed: int = 0) -> ParseKG:
 
 
 @pytest.fixture(scope="session")
-def tiny_lm(tmp_path_factory):
+def tiny_lm():
     """A byte-level BPE tokenizer trained on the corpus and a 2-layer random Llama (seconds on CPU)."""
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
     kg = build_parsekg()
     texts = [kg.sentence(s) for s in range(kg.num_sentences)] + HEADS + TAILS
     texts += [clue_prompt(q.format(h)) for q in QUESTIONS for h in HEADS]
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=400, special_tokens=["<eos>", "<pad>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    tok.train_from_iterator(texts, trainer)
-    path = tmp_path_factory.mktemp("tiny_lm")
-    tok.save(str(path / "tokenizer.json"))
-    hf_tok = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>", pad_token="<pad>")
-    torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=len(hf_tok),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=1,
-        num_key_value_heads=1,
-        head_dim=64,
-        max_position_embeddings=1024,
-        eos_token_id=hf_tok.eos_token_id,
-        pad_token_id=hf_tok.pad_token_id,
-        bos_token_id=None,
-    )
-    model = LlamaForCausalLM(cfg).eval()
-    return model, hf_tok, kg
+    model, hf_tok = tiny_llama(texts, vocab_size=400, hidden_size=64, num_heads=1, head_dim=64, max_positions=1024)
+    return model.eval(), hf_tok, kg
 
 
 def random_questions(n: int, seed: int) -> list[str]:
