@@ -39,7 +39,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from .config import env
-from .eval.datasets import Question, load_corpus_jsonl, load_questions_jsonl
+from .eval.datasets import Question, bundled_file, load_questions_jsonl, sample_corpus, sample_questions
 from .eval.metrics import recall_at_k
 from .index.store import KnowledgeIndex
 from .methods.activation import ActivationRetriever
@@ -47,7 +47,7 @@ from .methods.baselines import BM25Retriever, DenseRetriever, HybridRetriever, P
 from .methods.frag import FRAGRetriever
 from .methods.kg_infused import KGInfusedRetriever
 from .methods.sa_rag import SARAGRetriever
-from .types import Fact, Passage
+from .types import Fact
 
 #: the real-dataset columns of the summary, in print order (multi-hop sets first)
 BENCHMARK_DATASETS = ("musique", "2wikimultihopqa", "hotpotqa", "popqa")
@@ -55,18 +55,6 @@ BENCHMARKS_SUMMARY = "benchmarks_summary.json"
 _ROOT = Path(__file__).resolve().parents[1]
 #: ``docs/benchmarks`` of a source checkout (``None`` in an installed package)
 _REPO_BENCHMARKS = _ROOT / "docs" / "benchmarks" if (_ROOT / "pyproject.toml").is_file() else None
-
-
-def sample_corpus() -> list[Passage]:
-    """The bundled demo passages."""
-    with resources.as_file(resources.files("kgrag_plugins") / "data" / "sample_corpus.jsonl") as p:
-        return load_corpus_jsonl(p)
-
-
-def sample_questions() -> list[Question]:
-    """The bundled demo questions (with gold passage ids)."""
-    with resources.as_file(resources.files("kgrag_plugins") / "data" / "sample_questions.jsonl") as p:
-        return load_questions_jsonl(p)
 
 
 def sample_kg_path() -> Path:
@@ -77,7 +65,7 @@ def sample_kg_path() -> Path:
 
 def sample_kgqa() -> list[Question]:
     """KGQA questions over the sample KG (``[bracketed]`` topic entities, hop counts)."""
-    with resources.as_file(resources.files("kgrag_plugins") / "data" / "sample_kgqa.jsonl") as p:
+    with bundled_file("sample_kgqa.jsonl") as p:
         return load_questions_jsonl(p)
 
 

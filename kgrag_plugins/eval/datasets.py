@@ -35,6 +35,9 @@ __all__ = [
     "load_dataset",
     "load_corpus_jsonl",
     "load_questions_jsonl",
+    "bundled_file",
+    "sample_corpus",
+    "sample_questions",
 ]
 
 
@@ -357,16 +360,28 @@ def _twowiki_dev1000(root: Path, name: str) -> Dataset:
     return Dataset(name, questions, corpus)
 
 
-def _sample(root: Path, name: str) -> Dataset:
-    """The bundled demo sample (``kgrag_plugins/data``): needs no data directory."""
+def bundled_file(filename: str) -> Any:
+    """A context manager giving the path of a file bundled in ``kgrag_plugins/data``."""
     from importlib import resources
 
-    data = resources.files("kgrag_plugins") / "data"
-    with (
-        resources.as_file(data / "sample_corpus.jsonl") as corpus,
-        resources.as_file(data / "sample_questions.jsonl") as questions,
-    ):
-        return Dataset(name, load_questions_jsonl(questions), load_corpus_jsonl(corpus))
+    return resources.as_file(resources.files("kgrag_plugins") / "data" / filename)
+
+
+def sample_corpus() -> list[Passage]:
+    """The bundled demo passages (``kgrag_plugins/data/sample_corpus.jsonl``)."""
+    with bundled_file("sample_corpus.jsonl") as p:
+        return load_corpus_jsonl(p)
+
+
+def sample_questions() -> list[Question]:
+    """The bundled demo questions, with gold passage ids (``sample_questions.jsonl``)."""
+    with bundled_file("sample_questions.jsonl") as p:
+        return load_questions_jsonl(p)
+
+
+def _sample(root: Path, name: str) -> Dataset:
+    """The bundled demo sample (``kgrag_plugins/data``): needs no data directory."""
+    return Dataset(name, sample_questions(), sample_corpus())
 
 
 _LOADERS: dict[str, Callable[[Path, str], Dataset]] = {
