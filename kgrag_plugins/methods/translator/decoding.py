@@ -38,14 +38,13 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ...models.prompting import DATA_NOTICE, data_block
 from ...models.replies import InvalidReply, complete_validated
 from .constraints import SEPARATOR, ConstraintIndex, Direction, TokenTrie, graph_names, parse_clue
+from .prompts import clue_translation_prompt
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "CLUE_INSTRUCTION",
     "HFConstrainedBackend",
     "ProjectionBackend",
     "TranslationBackend",
@@ -54,11 +53,6 @@ __all__ = [
 ]
 
 #: Prompt ❶ of App. M (training and inference), verbatim but for the doubled comma.
-CLUE_INSTRUCTION = (
-    "Given a query, your task is to provide evidence in a pair format to help answer the query. "
-    'A pair consists of an entity and a relation, which are connected by "@@" and follows the '
-    'format of "ENTITY@@RELATION".'
-)
 
 
 @runtime_checkable
@@ -72,16 +66,10 @@ class TranslationBackend(Protocol):
 
 
 def clue_prompt(question: str, *, pairs: int = 1) -> str:
-    """Prompt ❶ with the question in a data block: Part A's ``prompts.clue_translation_prompt``
-    (the SFT prompt; its wording is used verbatim so training and decoding match), or the same
-    text built here if that module is absent. ``pairs > 1`` appends a request for that many
-    pairs, one per line (the projection backend). Training targets: :func:`format_clue`."""
-    try:
-        from .prompts import clue_translation_prompt
-    except ImportError:  # Part A's module missing: the same wording, built here
-        base = f"{CLUE_INSTRUCTION}\n{DATA_NOTICE}\n{data_block('query', question)}"
-    else:
-        base = clue_translation_prompt(question)
+    """Prompt ❶ with the question in a data block (:func:`.prompts.clue_translation_prompt`, the SFT
+    prompt, so training and decoding match). ``pairs > 1`` appends a request for that many pairs,
+    one per line (the projection backend). Training targets: :func:`format_clue`."""
+    base = clue_translation_prompt(question)
     return base if pairs <= 1 else f"{base}\nOutput up to {pairs} pairs, one per line."
 
 
