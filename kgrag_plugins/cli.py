@@ -35,6 +35,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         train_per_hop=args.train_per_hop,
         labels=args.labels,
         retriever_opts=args.retriever_opt or (),
+        kb_keep=args.kb_keep,
     )
     print(markdown_table(report))
     if args.out:
@@ -131,10 +132,11 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     retriever = RETRIEVERS[args.retriever][0](index)
     ev = retriever.retrieve(args.question, args.k)
     if args.draw:
-        from .explain.draw import draw_activation
+        from .explain.clues import draw_trace
 
-        info = draw_activation(index.graph, ev.trace, args.draw)
-        print(f"drew {info['nodes']} activated entities, {info['edges']} edges -> {info['out']}", file=sys.stderr)
+        info = draw_trace(index, ev.trace, args.draw)
+        what = "clue entities and traced passages" if "clues" in ev.trace else "activated entities"
+        print(f"drew {info['nodes']} {what}, {info['edges']} edges -> {info['out']}", file=sys.stderr)
     if args.json:
         print(json.dumps(ev.to_dict(), indent=2, ensure_ascii=False))
         return 0
@@ -179,7 +181,32 @@ def _generate(args: argparse.Namespace, ev: Any) -> int:
     return 1
 
 
+def _cmd_train_kge(args: argparse.Namespace) -> int:
+    opts = {k: v for k, v in (("model", args.model), ("dim", args.dim), ("epochs", args.epochs)) if v is not None}
+    opts.update({k: v for k, v in (("lr", args.lr), ("threads", args.threads)) if v is not None})
+    if args.index is not None:
+        from .train.kge import train_kge_index
+
+        report = train_kge_index(args.index, **opts)
+    else:
+        if args.dataset != "metaqa":
+            raise ValueError(f"kgrag train kge: --dataset must be metaqa (or use --index DIR), got {args.dataset!r}")
+        from .train.kge import train_kge_metaqa
+
+        report = train_kge_metaqa(args.out, data_dir=args.data_dir, **opts)
+    text = json.dumps(report, indent=2, ensure_ascii=False)
+    if args.report is not None:
+        args.report.parent.mkdir(parents=True, exist_ok=True)
+        args.report.write_text(text + "\n", encoding="utf-8")
+    print(text)
+    return 0
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
+    if args.what == "kge":
+        return _cmd_train_kge(args)
+    if args.out is None:
+        raise ValueError(f"kgrag train {args.what} needs --out")
     if args.what == "translator":
         from .train.translator import train_translator
 
@@ -253,6 +280,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="dataset",
         help="KGQA: hop classifier labels, the dataset's hop counts or FRAG's KG shortest-path h_min (FRAG §3)",
     )
+    b.add_argument(
+        "--kb-keep",
+        type=float,
+        default=1.0,
+        metavar="F",
+        help="KGQA: keep a fixed-seed random fraction F (0 < F <= 1) of the KB's triples (incomplete-KG test)",
+    )
     b.add_argument("--out", type=Path, default=None, help="write the JSON report here")
     b.add_argument(
         "--cache-dir", type=Path, default=None, help="index cache (default: $KGRAG_CACHE_DIR or .kgrag_cache)"
@@ -317,10 +351,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser(
         "train",
-        help="train FRAG's hop-classifier / path-ranker, or KG-Translator's clue translator (SFT, needs [train])",
+        help="train FRAG's hop-classifier / path-ranker, KG-Translator's clue translator (SFT, needs [train]) "
+        "or Know3's KG embedding (kge)",
     )
-    t.add_argument("what", choices=["hop-classifier", "path-ranker", "translator"])
-    t.add_argument("--out", type=Path, required=True, help="where to save the model (.npz; translator: a directory)")
+    t.add_argument("what", choices=["hop-classifier", "path-ranker", "translator", "kge"])
+    t.add_argument(
+        "--out", type=Path, default=None, help="where to save the model (.npz; translator, kge: a directory)"
+    )
+    t.add_argument("--index", type=Path, default=None, help="kge: train on this saved index's graph, store it there")
+    t.add_argument("--report", type=Path, default=None, help="kge: also write the JSON report to this file")
+    t.add_argument("--model", choices=["complex", "rotate", "transe", "distmult"], default=None, help="kge: model")
+    t.add_argument("--dim", type=int, default=None, help="kge: embedding size (real numbers per entity)")
+    t.add_argument("--epochs", type=int, default=None, help="kge: most epochs (early stopping on validation MRR)")
+    t.add_argument("--lr", type=float, default=None, help="kge: learning rate")
+    t.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="kge: torch CPU threads while training (default: what the load average leaves idle)",
+    )
     t.add_argument("--data", default="musique,2wikimultihopqa", help="translator: SFT sources (App. F.1)")
     t.add_argument("--base-model", default=None, help="translator: local path / hub id of the causal LM to fine-tune")
     t.add_argument("--build-only", action="store_true", help="translator: only build and write the SFT data")
@@ -331,7 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument(
         "--test-only", default=None, help="hop-classifier: datasets only evaluated, never trained on (cross-dataset)"
     )
-    t.add_argument("--dataset", default="metaqa", help="path-ranker: the KGQA dataset (its KG and questions)")
+    t.add_argument("--dataset", default="metaqa", help="path-ranker, kge: the KGQA dataset (its KG and questions)")
     t.add_argument(
         "--limit", type=int, default=None, help="questions per dataset, balanced over hops (default 2000 / 3000)"
     )

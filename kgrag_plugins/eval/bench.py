@@ -75,6 +75,31 @@ RETRIEVERS: dict[str, tuple[Callable[[KnowledgeIndex], Retriever], tuple[str, ..
 DATASET_AWARE = {"sa-rag", "sa-rag-cap2000", "translator"}
 
 
+def _know3_factory(base: str) -> Callable[..., Retriever]:
+    """Know³-RAG's LLM-free loop (KG-verified retrieval, METHODS.md §5(e)) around ``base``; the
+    KGE of the index graph is loaded or trained on first use (``prepare``)."""
+
+    def factory(index: KnowledgeIndex, dataset: str | None = None, **opts: Any) -> Retriever:
+        from ..methods.know3 import Know3Retriever
+
+        make = RETRIEVERS[base][0]
+        inner = make(index, dataset=dataset or "") if base in DATASET_AWARE else make(index)
+        return Know3Retriever(index, inner, name="know3" if base == "activation" else f"know3:{base}", **opts)
+
+    return factory
+
+
+# ``know3`` wraps activation; ``know3:<base>`` any corpus retriever above (the verifier needs a graph:
+# bases without one read the ``mentions`` index, which holds the same passages and vectors).
+for _base in list(RETRIEVERS):
+    _parts, _builder = RETRIEVERS[_base][1], RETRIEVERS[_base][2] or "mentions"
+    _parts = _parts + (("graph_s",) if "graph_s" not in _parts else ())
+    RETRIEVERS[f"know3:{_base}"] = (_know3_factory(_base), _parts, _builder)
+    DATASET_AWARE.add(f"know3:{_base}")
+RETRIEVERS["know3"] = (_know3_factory("activation"), RETRIEVERS["activation"][1], "mentions")
+DATASET_AWARE.add("know3")
+
+
 def parse_retriever_opts(specs: Sequence[str]) -> dict[str, dict[str, list[Any]]]:
     """``["translator.alpha=1,3,5", "translator.beta=1,3"]`` -> ``{"translator": {"alpha": [1, 3, 5],
     "beta": [1, 3]}}`` (values parsed as int, float, true/false, none, else kept as strings)."""
@@ -171,6 +196,7 @@ def evaluate_retriever(retriever: Retriever, dataset: Dataset, *, k: int = 5, pr
     latencies: list[float] = []
     components: dict[str, list[float]] = {}
     returned: list[int] = []
+    turns: list[int] = []  # Know³: the turn at which each question's loop stopped
     no_gold = 0
     for q in tqdm(questions, desc=f"{retriever.name}", disable=not progress, leave=False):
         t0 = time.perf_counter()
@@ -180,6 +206,9 @@ def evaluate_retriever(retriever: Retriever, dataset: Dataset, *, k: int = 5, pr
             components.setdefault(comp, []).append(float(ms))
         ids = ev.passage_ids
         returned.append(len(ids))
+        k3 = ev.trace.get("know3") if isinstance(ev.trace, dict) else None
+        if isinstance(k3, dict) and "final_turn" in k3:
+            turns.append(int(k3["final_turn"]))
         if q.supporting_passage_ids:
             for kk in K_VALUES:
                 recalls[kk].append(recall_at_k(ids, q.supporting_passage_ids, kk))
@@ -195,6 +224,10 @@ def evaluate_retriever(retriever: Retriever, dataset: Dataset, *, k: int = 5, pr
     out["passages_returned_p50"] = float(np.median(returned)) if returned else 0.0
     if no_gold:
         out["n_without_gold"] = no_gold
+    if turns:  # Know³ Table 5: share of questions whose loop stopped at turn t
+        counts = {f"t={t}": turns.count(t) for t in range(max(turns) + 1)}
+        out["turns"] = {t: round(n / len(turns), 4) for t, n in counts.items()}
+        out["turn_counts"] = counts
     if components:  # per-component latency (KG-Translator Table 9): mean ms over questions
         n = max(len(questions), 1)
         out["component_ms"] = {c: round(sum(v) / n, 2) for c, v in components.items()}
@@ -214,6 +247,7 @@ def run_bench(
     train_per_hop: int = 1000,
     labels: str = "dataset",
     retriever_opts: Sequence[str] = (),
+    kb_keep: float = 1.0,
 ) -> dict[str, Any]:
     """Run ``retrievers`` on ``dataset``; write JSON to ``out`` (if given) and return it.
 
@@ -222,7 +256,8 @@ def run_bench(
 
     KGQA datasets (a KG and no corpus, e.g. ``metaqa``) go to
     :func:`~kgrag_plugins.eval.kgqa.run_kgqa_bench` (``per_hop`` / ``train_per_hop`` and the hop
-    classifier's training ``labels``, ``"dataset"`` or ``"hmin"``, apply there)."""
+    classifier's training ``labels``, ``"dataset"`` or ``"hmin"``, and ``kb_keep``, the fraction
+    of the KB's triples kept, apply there)."""
     if not retrievers:
         raise ValueError("no retrievers given")
     ds0 = load_dataset(dataset, data_dir=data_dir, limit=limit)
@@ -230,8 +265,9 @@ def run_bench(
         from .kgqa import run_kgqa_bench
 
         report = run_kgqa_bench(
-            ds0, retrievers, per_hop=per_hop, train_per_hop=train_per_hop, progress=progress, labels=labels
-        )
+            ds0, retrievers, per_hop=per_hop, train_per_hop=train_per_hop, progress=progress, labels=labels,
+            kb_keep=kb_keep, cache_dir=cache_dir,
+        )  # fmt: skip
         _write(report, out)
         return report
     if ds0.corpus is None:
@@ -313,7 +349,18 @@ def markdown_table(report: dict[str, Any]) -> str:
         f"{r['latency_ms']['p50']:.1f} | {r['latency_ms']['p95']:.1f} | {r['index_seconds']:.1f} |"
         for name, r in report["results"].items()
     ]
-    return head + "\n".join(rows) + "\n" + _component_table(report)
+    return head + "\n".join(rows) + "\n" + _component_table(report) + _turn_table(report)
+
+
+def _turn_table(report: dict[str, Any]) -> str:
+    """Know³ turn distribution (paper Table 5): share of questions output at turn t."""
+    with_t = {n: r["turns"] for n, r in report["results"].items() if r.get("turns")}
+    if not with_t:
+        return ""
+    cols = sorted({t for v in with_t.values() for t in v}, key=lambda x: int(x.split("=")[1]))
+    head = "\n| retriever | " + " | ".join(cols) + " |\n|---|" + "---|" * len(cols) + "\n"
+    rows = [f"| {n} | " + " | ".join(f"{v.get(c, 0.0):.3f}" for c in cols) + " |" for n, v in with_t.items()]
+    return head + "\n".join(rows) + "\n"
 
 
 def _component_table(report: dict[str, Any]) -> str:

@@ -33,13 +33,22 @@ Retrievers (:data:`KGQA_RETRIEVERS`; ``retriever_config`` in the report spells e
   pipeline (``chain_beam=3``).
 - ``frag-ranked-simple`` / ``frag-ranked-complex``: one pipeline for every question with our
   additions (what the ablation rows measured before issue 13).
+- ``know3:frag``: ``frag`` plus Know³ KG completion (KGE-predicted missing facts along FRAG's
+  predicted relation chain, verified by the KGE verifier; issue 15,
+  :mod:`~kgrag_plugins.eval.kgqa_know3`). Its results add ``answer_sources`` (how many top
+  answers came from KB paths vs completion) and ``hits@1_by_source``.
+
+``kb_keep`` (``--kb-keep F``) evaluates on an incomplete KB: a fixed-seed fraction F of the
+triples is kept and the rest is never seen; questions are selected on the full KB, so every
+``kb_keep`` evaluates the same questions (:func:`~kgrag_plugins.eval.kgqa_know3.keep_kb`).
 """
 
 from __future__ import annotations
 
 import random
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -59,6 +68,7 @@ _CONFIGS: dict[str, tuple[str, bool, bool]] = {
     "frag-zeroshot": ("auto", False, False),
     "frag-ranked-simple": ("simple", False, True),
     "frag-ranked-complex": ("complex", False, True),
+    "know3:frag": ("auto", True, True),
 }
 KGQA_RETRIEVERS = tuple(_CONFIGS)
 #: Names before issue 13: they meant the pipelines *with* our trained path ranker.
@@ -73,13 +83,16 @@ def retriever_config(name: str) -> dict[str, Any]:
     """What a KGQA retriever name runs: pipeline, router, path scorer, and our additions."""
     mode, trained_router, additions = _CONFIGS[name]
     router = "forced" if mode != "auto" else ("trained classifier" if trained_router else "heuristic")
+    extra = {"kg_completion": "Know³ KGE global prediction along the predicted chain, verified"}
     return {
+        **(extra if name.startswith("know3:") else {}),
         "pipeline": mode,
         "router": router,
         "path_scorer": "trained path ranker" if additions else "bi-encoder chain cosine (METHODS.md §2(e))",
         "chain_beam": 3 if additions else 0,
         "paper_pipeline": not additions,
-        "additions": ["trained path ranker", "chain-guided completion (complex pipeline)"] if additions else [],
+        "additions": (["trained path ranker", "chain-guided completion (complex pipeline)"] if additions else [])
+        + (["Know³ KG completion"] if name.startswith("know3:") else []),
     }
 
 
@@ -128,7 +141,7 @@ def _entity_names(retriever: FRAGRetriever, ev: Any) -> tuple[list[str], set[str
 
 
 def evaluate_kgqa(
-    retriever: FRAGRetriever,
+    retriever: Any,
     questions: Sequence[Question],
     *,
     progress: bool = True,
@@ -159,6 +172,7 @@ def evaluate_kgqa(
                 "route_ok": float(complex_ == (int(q.hops or 0) > 2)),
                 "route_ok_hmin": None if h is None else float(complex_ == (h > 2)),
                 "complex": float(complex_),
+                "source": ev.trace.get("answer_source"),
             }
         )
     return _summarise(rows, routed=retriever.mode == "auto")
@@ -172,6 +186,12 @@ def _summarise(rows: list[dict[str, Any]], routed: bool) -> dict[str, Any]:
         }
         out["n"] = len(rs)
         out["routed_complex"] = round(float(np.mean([r["complex"] for r in rs])), 4) if rs else 0.0
+        sources = Counter(r["source"] for r in rs if r.get("source"))
+        if sources:
+            out["answer_sources"] = dict(sorted(sources.items()))
+            out["hits@1_by_source"] = {
+                s: round(float(np.mean([r["hits@1"] for r in rs if r.get("source") == s])), 4) for s in sorted(sources)
+            }
         return out
 
     res = block(rows)
@@ -197,32 +217,51 @@ def run_kgqa_bench(
     embedder: Any = None,
     progress: bool = True,
     labels: str = "dataset",
+    kb_keep: float = 1.0,
+    kb_seed: int = 0,
+    cache_dir: str | Path | None = None,
+    kge_options: dict[str, Any] | None = None,
+    tune_per_hop: int | None = None,
 ) -> dict[str, Any]:
     """Load the dataset's KG, train on the training questions, evaluate ``retrievers``.
 
     ``labels``: the hop classifier's training labels, ``"dataset"`` hop counts or FRAG's
-    ``"hmin"`` (FRAG §3; see the module docstring)."""
+    ``"hmin"`` (FRAG §3; see the module docstring). ``kb_keep`` / ``kb_seed``: keep that
+    fraction of the KB's triples (questions still selected on the full KB). ``know3:frag`` trains
+    or loads its KGE under ``cache_dir`` (``kge_options`` go to ``train_kge``) and picks its
+    merge rule on ``tune_per_hop`` training questions per hop (:mod:`.kgqa_know3`)."""
     from ..index.importers import load_kg
     from ..models.embed import default_embedder
     from ..train.hop import LABEL_SOURCES, hmin_hops, hmin_summary
     from ..train.path import train_path_ranker
+    from .kgqa_know3 import TUNE_PER_HOP, isolated_topics, keep_kb
 
     _check_names(retrievers)
     if labels not in LABEL_SOURCES:
         raise ValueError(f"labels must be one of {', '.join(LABEL_SOURCES)}, got {labels!r}")
+    if not 0 < kb_keep <= 1:
+        raise ValueError(f"kb_keep must be in (0, 1], got {kb_keep}")
     if dataset.kb_path is None:
         raise ValueError(f"{dataset.name} has no knowledge graph (kb_path)")
     t0 = time.perf_counter()
-    graph, load_report = load_kg(dataset.kb_path, "metaqa", progress=progress)
+    full, load_report = load_kg(dataset.kb_path, "metaqa", progress=progress)
+    # questions are selected on the full KB, so every kb_keep evaluates the same ones
+    evaluation, train, excluded = split_questions(dataset, full, per_hop=per_hop, train_per_hop=train_per_hop)
+    graph, kb_report = keep_kb(full, kb_keep, seed=kb_seed)
+    del full
+    kb_report["isolated_topic_entities"] = {
+        "evaluation": isolated_topics(graph, evaluation),
+        "train": isolated_topics(graph, train),
+    }
     index = KnowledgeIndex.build([], graph=graph, embedder=embedder or default_embedder(), progress=False)
     load_s = time.perf_counter() - t0
-    evaluation, train, excluded = split_questions(dataset, graph, per_hop=per_hop, train_per_hop=train_per_hop)
     report: dict[str, Any] = {
         "dataset": dataset.name,
         "task": "kgqa",
         "n_questions": len(evaluation),
         "n_train": len(train),
         "excluded": excluded,
+        "kb_keep": kb_report,
         "kg": {"entities": graph.num_entities, "triples": graph.num_triples, "relations": len(graph.relations)},
         "kg_load_seconds": round(load_s, 2),
         "embedder": index.embedder.name,
@@ -254,7 +293,7 @@ def run_kgqa_bench(
         }
     for name in retrievers:
         mode, trained_router, additions = _CONFIGS[name]
-        r = FRAGRetriever(
+        r: Any = FRAGRetriever(
             index,
             mode=mode,  # type: ignore[arg-type]
             classifier=classifier if trained_router else None,
@@ -262,6 +301,14 @@ def run_kgqa_bench(
             chain_beam=3 if additions else 0,
         )
         r.name = name
+        if name.startswith("know3:"):
+            from .kgqa_know3 import build_know3_frag
+
+            r, report["know3"] = build_know3_frag(
+                r, graph, train, dataset=dataset.name, kb_keep=kb_keep, kb_seed=kb_seed, cache_dir=cache_dir,
+                kge_options=kge_options, tune_per_hop=TUNE_PER_HOP if tune_per_hop is None else tune_per_hop,
+                progress=progress,
+            )  # fmt: skip
         report["results"][name] = {**evaluate_kgqa(r, evaluation, progress=progress, hmin=hmin)}
         report["results"][name]["retriever_config"] = retriever_config(name)
     return report
@@ -270,9 +317,11 @@ def run_kgqa_bench(
 def kgqa_markdown_table(report: dict[str, Any]) -> str:
     """A KGQA report as a markdown table: overall and per-hop hits@1 / answer coverage@32."""
     hops = sorted({h for r in report["results"].values() for h in r["by_hops"]}, key=int)
+    kb = report.get("kb_keep") or {}
+    kept = f" (kb_keep {kb['kb_keep']:g}: {kb['triples_removed']} removed)" if kb.get("triples_removed") else ""
     head = (
         f"**{report['dataset']}** (KGQA): {report['n_questions']} held-out questions "
-        f"({', '.join(f'{h}-hop' for h in hops)}), KG {report['kg']['triples']} triples\n\n"
+        f"({', '.join(f'{h}-hop' for h in hops)}), KG {report['kg']['triples']} triples{kept}\n\n"
         "| retriever | Hits@1 | Coverage@32 | "
         + " | ".join(f"{h}-hop Hits@1 / Cov@32" for h in hops)
         + " | routing acc | p50 ms | p95 ms |\n|---|---|---|"

@@ -149,6 +149,11 @@ class ParseKG:
         """Entity ids that head at least one hyperrelation (the set C_H of Eq. 4)."""
         return [self._ents[e] for e in sorted({e for (e, r) in self._by_entity() if r == HEAD})]
 
+    def tail_entities(self) -> list[str]:
+        """Entity ids that are the tail of at least one hyperrelation (have an R⁻; the pool of
+        reverse translation, App. J)."""
+        return [self._ents[e] for e in sorted({e for (e, r) in self._by_entity() if r == TAIL})]
+
     def counts(self) -> dict[str, int]:
         return {
             "sentences": self.num_sentences,

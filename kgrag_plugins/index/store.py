@@ -445,6 +445,12 @@ class KnowledgeIndex:
         gdir = self.path / self.manifest["generation"]
         return gdir if gdir.is_dir() else None
 
+    def derived_path(self, name: str) -> Path | None:
+        """Where a derived file or directory ``name`` lives in the live generation (so a new
+        generation drops it); ``None`` for an unsaved index. Writers must replace it atomically."""
+        gdir = self._gen_dir()
+        return gdir / name if gdir is not None else None
+
     def load_derived(self, name: str, rows: int) -> np.ndarray | None:
         """A derived array (vectors computed from this generation's data) stored by
         :meth:`save_derived`, or ``None`` when absent, damaged (a WARNING) or not ``rows`` long."""

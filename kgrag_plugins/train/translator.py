@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tqdm.auto import tqdm
 
 logger = logging.getLogger(__name__)
 
@@ -245,6 +246,44 @@ def tail_windows(text: str, tail: str, width: int = WINDOW_WORDS) -> list[tuple[
     return list(out.items())
 
 
+def _windows(
+    step: HopStep, passage_text: str, entity_spans: Sequence[tuple[int, int]], width: int, placeholder: str
+) -> list[tuple[str, str]] | str:
+    """App. F.1 (1)-(2): the candidate ``(window, relation)`` pairs of a step, or why there are none."""
+    if not _find_all(passage_text, step.tail):
+        return "tail not in passage"
+    reduced = remove_entities(passage_text, entity_spans, step.tail, placeholder)
+    cands = [(w, r) for w, r in tail_windows(reduced, step.tail, width) if r]
+    return cands or "no window"
+
+
+def _example(step: HopStep, window: str, relation: str) -> SFTExample:
+    from ..methods.translator.constraints import format_clue
+    from ..methods.translator.decoding import clue_prompt
+
+    return SFTExample(
+        prompt=clue_prompt(step.question),
+        completion=format_clue(step.head, relation),
+        question=step.question,
+        head=step.head,
+        relation=relation,
+        tail=step.tail,
+        window=window,
+        passage_id=step.passage_id,
+        source=step.source,
+    )
+
+
+def _texts(step: HopStep, cands: Sequence[tuple[str, str]]) -> list[str]:
+    """What App. F.1 (3) embeds: the question, then ``head ⊕ window`` per candidate."""
+    return [step.question] + [f"{step.head} {w}" for w, _ in cands]
+
+
+def _best(vecs: np.ndarray) -> int:
+    """Index of the candidate window closest (cosine; unit-norm rows) to the question (row 0)."""
+    return int(np.argmax(vecs[1:] @ vecs[0]))
+
+
 def clue_from_step(
     step: HopStep,
     passage_text: str,
@@ -258,29 +297,45 @@ def clue_from_step(
 
     ``entity_spans``: NER char spans of ``passage_text``; ``embedder``: MiniLM (unit-norm rows).
     """
-    from ..methods.translator.constraints import format_clue
-    from ..methods.translator.decoding import clue_prompt
+    cands = _windows(step, passage_text, entity_spans, width, placeholder)
+    if isinstance(cands, str):
+        return cands
+    best = _best(np.asarray(embedder.embed(_texts(step, cands)), dtype=np.float32))
+    return _example(step, *cands[best])
 
-    if not _find_all(passage_text, step.tail):
-        return "tail not in passage"
-    reduced = remove_entities(passage_text, entity_spans, step.tail, placeholder)
-    cands = [(w, r) for w, r in tail_windows(reduced, step.tail, width) if r]
-    if not cands:
-        return "no window"
-    vecs = np.asarray(embedder.embed([step.question] + [f"{step.head} {w}" for w, _ in cands]), dtype=np.float32)
-    best = int(np.argmax(vecs[1:] @ vecs[0]))
-    window, relation = cands[best]
-    return SFTExample(
-        prompt=clue_prompt(step.question),
-        completion=format_clue(step.head, relation),
-        question=step.question,
-        head=step.head,
-        relation=relation,
-        tail=step.tail,
-        window=window,
-        passage_id=step.passage_id,
-        source=step.source,
-    )
+
+def _choose_batched(
+    steps: Sequence[HopStep],
+    by_id: dict[str, tuple[str, str]],
+    spans: dict[str, list[tuple[int, int, str]]],
+    embedder: Any,
+    width: int,
+    placeholder: str,
+    stats: BuildStats,
+    chunk: int = 512,
+) -> list[SFTExample]:
+    """:func:`clue_from_step` for many steps with one embedding call per ``chunk`` steps (the
+    same choice, far fewer MiniLM calls); skipped steps are counted in ``stats``."""
+    out: list[SFTExample] = []
+    for i in tqdm(range(0, len(steps), chunk), desc="SFT windows", disable=len(steps) <= chunk, leave=False):
+        batch: list[tuple[HopStep, list[tuple[str, str]], int, int]] = []
+        texts: list[str] = []
+        for s in steps[i : i + chunk]:
+            cands = _windows(
+                s, by_id[s.passage_id][1], [(a, b) for a, b, _t in spans[s.passage_id]], width, placeholder
+            )
+            if isinstance(cands, str):
+                stats.skip(cands)
+                continue
+            t = _texts(s, cands)
+            batch.append((s, cands, len(texts), len(texts) + len(t)))
+            texts += t
+        if not texts:
+            continue
+        vecs = np.asarray(embedder.embed(texts, progress=False), dtype=np.float32)
+        for s, cands, a, b in batch:
+            out.append(_example(s, *cands[_best(vecs[a:b])]))
+    return out
 
 
 def _spacy_ner(nlp: Any, texts: Sequence[str]) -> list[list[tuple[int, int, str]]]:
@@ -339,19 +394,7 @@ def build_sft_data(
             unique.append(s)
         pids = sorted({s.passage_id for s in unique})
         spans = dict(zip(pids, _spacy_ner(nlp, [by_id[p][1] for p in pids])))
-        for s in unique:
-            out = clue_from_step(
-                s,
-                by_id[s.passage_id][1],
-                embedder=embedder,
-                entity_spans=[(a, b) for a, b, _t in spans[s.passage_id]],
-                width=width,
-                placeholder=placeholder,
-            )
-            if isinstance(out, str):
-                stats.skip(out)
-            else:
-                examples.append(out)
+        examples += _choose_batched(unique, by_id, spans, embedder, width, placeholder, stats)
         logger.info("%s: %d steps -> %d SFT pairs so far", name, len(unique), len(examples))
     stats.examples = len(examples)
     return examples, stats

@@ -13,7 +13,15 @@ from kgrag_plugins.models.llm import ScriptedLLM
 from kgrag_plugins.types import Entity
 
 #: The graph builders of the public surface (names ending in ``_graph`` plus the hop router).
-BUILDERS = {"activation_graph", "kg_infused_graph", "sa_rag_graph", "frag_graph", "translator_graph", "make_hop_router"}
+BUILDERS = {
+    "activation_graph",
+    "kg_infused_graph",
+    "sa_rag_graph",
+    "frag_graph",
+    "translator_graph",
+    "know3_graph",
+    "make_hop_router",
+}
 
 
 def test_every_exported_graph_builder_is_covered():
@@ -60,6 +68,8 @@ def _graphs(sample_index, kg_index, parsekg_index):
         "translator": lg.translator_graph(parsekg_index),
         "translator+llm": lg.translator_graph(parsekg_index, llm),
         "hop_router": lg.make_hop_router(dense, dense),
+        "know3": lg.know3_graph(sample_index),
+        "know3+llm": lg.know3_graph(sample_index, llm=llm),
     }
 
 
@@ -72,6 +82,7 @@ def test_input_and_output_json_schemas(sample_index, kg_index, parsekg_index):
         "frag",
         "translator",
         "hop_router",
+        "know3",
     }
     for name, compiled in graphs.items():
         inp = compiled.get_input_jsonschema()

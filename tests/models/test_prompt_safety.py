@@ -28,6 +28,7 @@ from kgrag_plugins.methods import answer as answer_mod
 from kgrag_plugins.methods.frag import prompts as frag_prompts
 from kgrag_plugins.methods.frag.hop_classifier import count_hops
 from kgrag_plugins.methods.kg_infused import prompts as kgi
+from kgrag_plugins.methods.know3 import prompts as k3_prompts
 from kgrag_plugins.methods.sa_rag import prompts as sa_prompts
 from kgrag_plugins.methods.sa_rag.cot import SARAGCoT
 from kgrag_plugins.methods.sa_rag.retriever import SARAGRetriever
@@ -98,6 +99,11 @@ BUILDERS: dict[str, Callable[[str], str]] = {
     "translator.qa_prompt": lambda t: tr_prompts.qa_prompt("q", [t, "Warsaw lies on the Vistula."]),
     "translator.decomposition_prompt": lambda t: tr_prompts.decomposition_prompt("q", [t], ["an earlier query", t]),
     **{f"kg_infused.{k}": _kgi_builder(k) for k, v in kgi.PROMPTS.items() if set(_fields(v)) - {"question"}},
+    "know3.qa_prompt": lambda t: k3_prompts.qa_prompt("q", [t, BENIGN]),
+    "know3.reference_prompt": lambda t: k3_prompts.reference_prompt("q", [(t, t), ("Ada", BENIGN)]),
+    "know3.query_prompt": lambda t: k3_prompts.query_prompt("q", [t], t),
+    "know3.extraction_messages": lambda t: _joined(k3_prompts.extraction_messages(t, [t, "Ada"])),
+    "know3.relevance_messages": lambda t: _joined(k3_prompts.relevance_messages("q", t, [(t, t)])),
 }
 
 #: What each prompts module exposes, and where it is covered above (names must be listed here).
@@ -113,6 +119,20 @@ COVERED = {
         "QA",
         "DECOMPOSITION",
     },
+    "kgrag_plugins.methods.know3.prompts": {
+        "qa_prompt",
+        "reference_prompt",
+        "query_prompt",
+        "extraction_messages",
+        "relevance_messages",
+        "format_entities",
+        "QA",
+        "QA_END",
+        "REFERENCE_GENERATION",
+        "QUERY_GENERATION",
+        "EXTRACTION_SYSTEM",
+        "RELEVANCE_SYSTEM",
+    },
     "kgrag_plugins.methods.kg_infused.prompts": {
         *(n for n in kgi.__all__ if n.isupper() and n != "PROMPTS"),
         "format_candidate_groups",
@@ -125,6 +145,7 @@ COVERED = {
 NOT_PROMPTS = {"postprocess", "PROMPTS", "PROMPT_VERSION", "ENTITY_TYPES", "STOP", "MAX_TOKENS", "QUESTION_PREFIX"}
 NOT_PROMPTS |= {"PERSONA", "PERSONA_HOP"}  # parts of REASONING / HOP_ESTIMATION
 NOT_PROMPTS |= {"NEXT_QUERY_MARK", "parse_next_query", "parse_qa"}  # the translator's reply parsing
+NOT_PROMPTS |= {"parse_answer", "parse_reference", "parse_query", "parse_triples", "parse_relevance", "RELEVANCE_MARK"}
 NOT_PROMPTS |= set(prompting.__all__)  # the shared sentences, imported
 
 

@@ -2,7 +2,7 @@
 
 Needs the ``langgraph`` extra (``pip install 'kgrag-plugins[langgraph]'``). One module per concern:
 ``state`` (the state schema), ``nodes`` (generic retrieve / generate nodes), ``activation``,
-``kg_infused``, ``sa_rag``, ``frag`` (one per method: nodes + compiled graph), ``router``
+``kg_infused``, ``sa_rag``, ``frag``, ``translator``, ``know3`` (one per method: nodes + compiled graph), ``router``
 (:func:`make_route_node`, :func:`make_hop_router`).
 
 State (:class:`KGRAGState`) uses the official RAG examples' keys plus ours:
@@ -41,6 +41,7 @@ from .kg_infused import (  # noqa: E402
     make_note_node,
     make_query_expansion_node,
 )
+from .know3 import Know3State, know3_graph, know3_wrap, make_kge_verifier_node  # noqa: E402
 from .nodes import make_generate_node, make_retrieve_node  # noqa: E402
 from .router import make_hop_router, make_route_node, route_by_hops  # noqa: E402
 from .sa_rag import (  # noqa: E402
@@ -61,16 +62,20 @@ from .translator import make_translator_node, translator_graph  # noqa: E402
 
 __all__ = [
     "KGRAGState",
+    "Know3State",
     "activation_graph",
     "documents_to_passages",
     "evidence_to_documents",
     "frag_graph",
     "kg_infused_graph",
+    "know3_graph",
+    "know3_wrap",
     "make_activation_node",
     "make_augment_node",
     "make_dual_retrieve_node",
     "make_frag_node",
     "make_generate_node",
+    "make_kge_verifier_node",
     "make_hop_router",
     "make_note_node",
     "make_query_expansion_node",

@@ -17,6 +17,7 @@ from .._extras import require
 
 require("llama-index", "llama_index.core", feature="kgrag_plugins.integrations.llama_index")
 
+from .know3 import KGEVerifierPostprocessor, Know3QueryEngine  # noqa: E402
 from .llm import LlamaIndexLLM  # noqa: E402
 from .nodes import evidence_to_nodes, fact_to_node, passage_to_node  # noqa: E402
 from .retrievers import VARIANTS, HopAwareRetriever, KGRetriever, SpreadingActivationRetriever  # noqa: E402
@@ -25,7 +26,9 @@ from .translator import ClueTranslationRetriever  # noqa: E402
 __all__ = [
     "ClueTranslationRetriever",
     "HopAwareRetriever",
+    "KGEVerifierPostprocessor",
     "KGRetriever",
+    "Know3QueryEngine",
     "LlamaIndexLLM",
     "SpreadingActivationRetriever",
     "VARIANTS",

@@ -264,7 +264,7 @@ class ConstraintIndex:
             return self.parsekg.head_entities()
         if direction == "reverse":
             kg = self.parsekg
-            return [e for e in kg._ents if kg.in_hyperrelations(e)]  # entities with an R-
+            return kg.tail_entities()  # entities with an R-
         raise ValueError(f"direction must be 'forward' or 'reverse', got {direction!r}")
 
     def names_by_entity(self, direction: Direction = "forward") -> dict[str, list[str]]:

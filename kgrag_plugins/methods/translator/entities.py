@@ -144,7 +144,7 @@ class EntityTranslator:
         heads = kg.head_entities() if kg is not None else []
         tails: list[str] = []
         if kg is not None:  # entities that are a tail somewhere (the pool of reverse translation)
-            tails = [e for e in kg._ents if kg.in_hyperrelations(e)]
+            tails = kg.tail_entities()
         for direction, ids in (("forward", heads), ("reverse", tails)):
             ids = [e for e in ids if e in names]
             rows = np.array([g.index_of(e) for e in ids], dtype=np.int64)

@@ -60,7 +60,13 @@ _OPTIONS = {
     "bridge_passages": 3,
     "bridge_alpha": None,
     "traced_bonus": None,
+    "fusion": "dense-first",
 }
+#: Reciprocal-rank-fusion constant (Cormack et al., 2009): score = Σ 1 / (RRF_K + rank).
+RRF_K = 60
+#: ``fusion="dense-first"``: how many dense passages go before the traced ones.
+DENSE_FIRST = 2
+FUSIONS = (None, "rrf", "dense-first")
 
 
 def beams_for(dataset: str | None) -> tuple[int, int]:
@@ -88,7 +94,11 @@ class TranslatorRetriever(Retriever):
     fill-up to k), ``reverse`` (App. J), ``bridge_passages`` (first-round passages whose entities
     are bridge candidates), ``bridge_alpha`` (bridge entities, default α), ``traced_bonus`` (``None``:
     traced passages strictly first, the paper; a float: traced passages compete with the dense
-    top 2k with this bonus added to their cosine -- our addition).
+    top 2k with this bonus added to their cosine -- our addition), ``fusion`` (``None``: the
+    paper's order, traced passages then the dense fill-up; ``"rrf"``: reciprocal-rank fusion of the
+    traced ranking and the dense top 2k, equal weights, ``RRF_K`` = 60; ``"dense-first"``: the
+    dense top ``DENSE_FIRST`` = 2, then the traced passages, then the dense fill-up -- both our
+    additions; scores are rank-based (RRF scores / ``1 / (1 + rank)``), so they decrease with rank).
     """
 
     name = "translator"
@@ -125,6 +135,10 @@ class TranslatorRetriever(Retriever):
         self.backend = backend
         self.max_steps = max_steps
         self.opts = {**_OPTIONS, **opts}
+        if self.opts["fusion"] not in FUSIONS:
+            raise ValueError(
+                f"fusion must be None (the paper's order), 'rrf' or 'dense-first', got {self.opts['fusion']!r}"
+            )
         self.index = index
         self.entities = EntityTranslator(index)
         self.relations = RelationTranslator(index)
@@ -277,6 +291,8 @@ class TranslatorRetriever(Retriever):
             ranked = sorted([(p, s + float(bonus)) for p, s in ranked] + dense, key=lambda x: -x[1])
             trace["dense_mixed"] = [p for p, _ in ranked[:k] if p not in traced]
             timings["backfill"] = (time.perf_counter() - t0) * 1000
+        if self.opts["fusion"] is not None and bonus is None and ranked:  # traced_bonus replaces fusion
+            ranked = self._fuse(ranked, qvec, k, trace, timings)
         passages = [ScoredPassage(store.get(p), s) for p, s in ranked[:k]]
         if not ranked:
             trace["reason"] = self._why_empty(clues, eq)
@@ -307,6 +323,36 @@ class TranslatorRetriever(Retriever):
         for key in timings:
             timings[key] = round(timings[key], 3)
         return Evidence(query, passages, facts, trace)
+
+    def _fuse(
+        self,
+        ranked: list[tuple[str, float]],
+        qvec: np.ndarray,
+        k: int,
+        trace: dict[str, Any],
+        timings: dict[str, float],
+    ) -> list[tuple[str, float]]:
+        """The traced ranking fused with the dense top 2k (``fusion="rrf"`` or ``"dense-first"``).
+
+        Our addition (not in the paper): traced passages ranked strictly first lose the passages
+        of later hops that only the question's wording finds (MuSiQue); fusing keeps the best of
+        both lists near the top. See docs/translator.md for the measurement."""
+        t0 = time.perf_counter()
+        scores: dict[str, float] = {}
+        dense = [p.id for p, _ in self.index.passages.dense_search(qvec, 2 * k)]
+        traced = {p for p, _ in ranked}
+        if self.opts["fusion"] == "dense-first":
+            order = list(dict.fromkeys(dense[:DENSE_FIRST] + [p for p, _ in ranked] + dense))
+            trace["fusion"] = {"method": "dense-first", "dense_in_top_k": [p for p in order[:k] if p not in traced]}
+            timings["fusion"] = (time.perf_counter() - t0) * 1000
+            return [(p, 1.0 / (1 + r)) for r, p in enumerate(order)]
+        for ids in ([p for p, _ in ranked], dense):
+            for r, pid in enumerate(ids):
+                scores[pid] = scores.get(pid, 0.0) + 1.0 / (RRF_K + r + 1)
+        fused = sorted(scores.items(), key=lambda x: -x[1])
+        trace["fusion"] = {"method": "rrf", "dense_in_top_k": [p for p, _ in fused[:k] if p not in traced]}
+        timings["fusion"] = (time.perf_counter() - t0) * 1000
+        return fused
 
     @staticmethod
     def _why_empty(clues: list[Clue], eq: set[str]) -> str:

@@ -74,7 +74,7 @@ def index(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def retriever(index):
-    return TranslatorRetriever(index)
+    return TranslatorRetriever(index, fusion=None)
 
 
 def _ent(index, name: str) -> str:
@@ -111,7 +111,7 @@ def test_translator_reverse_when_entity_is_only_a_tail(retriever, index):
 
 
 def test_translator_no_reverse_without_reverse_option(index):
-    r = TranslatorRetriever(index, reverse=False, backfill=False)
+    r = TranslatorRetriever(index, fusion=None, reverse=False, backfill=False)
     ev = r.retrieve("Which village lies on the Atlantic coast?", k=3)
     assert ev.trace["direction"] == ["forward"]
     assert "p-brooklyn" not in ev.passage_ids
@@ -130,7 +130,7 @@ def test_translator_tracing_respects_roles(index):
 
 
 def test_translator_ranking_is_cosine_to_question(index):
-    ev = TranslatorRetriever(index, bridge=False).retrieve(
+    ev = TranslatorRetriever(index, fusion=None, bridge=False).retrieve(
         "Who shared the Nobel Prize in Physics with Marie Curie?", k=5
     )
     traced = [sp for sp in ev.passages if sp.passage.id not in ev.trace.get("backfill", [])]
@@ -150,7 +150,7 @@ def test_translator_relations_are_windows_of_hyperrelations(index):
     assert all(len(w.split()) <= 16 and w in long for w in ws)
     assert ws[0].startswith("word0 ") and ws[-1].endswith("word39")
     assert windows_of("## ##.") == []
-    r = TranslatorRetriever(index)
+    r = TranslatorRetriever(index, fusion=None)
     curie = _ent(index, "Marie Curie")
     rels = r.relations.translate("Where was Marie Curie born?", curie, 2)
     assert len(rels) == 2 and "born in" in rels[0].text
@@ -173,9 +173,9 @@ def test_translator_beams_per_dataset(index):
     assert beams_for("HotpotQA") == (3, 3) and beams_for("2wikimultihopqa") == (3, 1)
     assert beams_for("musique") == (3, 5) == beams_for("popqa")
     assert beams_for("my-corpus") == DEFAULT_BEAMS
-    r = TranslatorRetriever(index, dataset="2wikimultihopqa")
+    r = TranslatorRetriever(index, fusion=None, dataset="2wikimultihopqa")
     assert (r.alpha, r.beta) == (3, 1)
-    assert (TranslatorRetriever(index, dataset="musique", beta=2).beta) == 2
+    assert (TranslatorRetriever(index, fusion=None, dataset="musique", beta=2).beta) == 2
 
 
 # --------------------------------------------------------------------------- bad input
@@ -193,7 +193,7 @@ def test_translator_entity_without_relations(index):
         def relations(self, question, entity, beta):
             return []
 
-    ev = TranslatorRetriever(index, backend=Backend(), reverse=False).retrieve("Tell me about Poland", k=3)
+    ev = TranslatorRetriever(index, fusion=None, backend=Backend(), reverse=False).retrieve("Tell me about Poland", k=3)
     assert ev.passages == [] and "reason" in ev.trace
 
 
@@ -234,7 +234,7 @@ def test_translator_uses_backend_when_given(index):
             calls.append(("r", entity, beta))
             return ["was born in"]
 
-    r = TranslatorRetriever(index, backend=Backend(), alpha=2, beta=4, backfill=False)
+    r = TranslatorRetriever(index, fusion=None, backend=Backend(), alpha=2, beta=4, backfill=False)
     ev = r.retrieve("Where was she born?", 5)  # the backend decides, not the question text
     assert ("e", 2) in calls and ("r", "Marie Curie", 4) in calls
     assert ev.passage_ids[0] == "p-curie"
@@ -265,7 +265,7 @@ def test_translator_scripted_decomposition_loop(index):
             "Brooklyn lies on the Atlantic coast. So the next search query is None",
         ]
     )
-    r = TranslatorRetriever(index, llm=llm, backfill=False)
+    r = TranslatorRetriever(index, fusion=None, llm=llm, backfill=False)
     ev = r.retrieve("Where was Hank Snow born?", 5)
     assert ev.trace["queries"] == ["Where was Hank Snow born?", "Which village lies on the Atlantic coast?"]
     assert len(llm.calls) == 2 and llm.remaining == 0
@@ -277,18 +277,22 @@ def test_translator_scripted_decomposition_loop(index):
 
 def test_translator_decomposition_step_cap_and_bad_replies(index):
     llm = ScriptedLLM(lambda msgs: "So the next search query is: Where was Marie Curie born?")
-    ev = TranslatorRetriever(index, llm=llm, max_steps=1, backfill=False).retrieve("Where was Hank Snow born?", 5)
+    ev = TranslatorRetriever(index, fusion=None, llm=llm, max_steps=1, backfill=False).retrieve(
+        "Where was Hank Snow born?", 5
+    )
     assert len(llm.calls) == 1 and "p-curie" in ev.passage_ids
     bad = ScriptedLLM(lambda msgs: "I refuse to follow the format")
-    ev = TranslatorRetriever(index, llm=bad, backfill=False, bridge=False).retrieve("Where was Hank Snow born?", 5)
+    ev = TranslatorRetriever(index, fusion=None, llm=bad, backfill=False, bridge=False).retrieve(
+        "Where was Hank Snow born?", 5
+    )
     assert len(bad.calls) == 2  # one retry, then the LLM-free path
     assert ev.passage_ids == ["p-snow"] and ev.trace["llm_errors"]
 
 
 def test_translator_bridge_step_adds_second_hop(index):
     q = "Where was the singer who toured with Johnny Cash born?"
-    plain = TranslatorRetriever(index, bridge=False, backfill=False, reverse=False).retrieve(q, 5)
-    bridged = TranslatorRetriever(index, bridge=True, backfill=False, reverse=False).retrieve(q, 5)
+    plain = TranslatorRetriever(index, fusion=None, bridge=False, backfill=False, reverse=False).retrieve(q, 5)
+    bridged = TranslatorRetriever(index, fusion=None, bridge=True, backfill=False, reverse=False).retrieve(q, 5)
     assert plain.passage_ids == ["p-cash"]
     assert "p-snow" in bridged.passage_ids  # Hank Snow is mentioned in Johnny Cash's passage
     assert any(c["step"] == 1 for c in bridged.trace["clues"])
@@ -305,10 +309,73 @@ def test_translator_kgrag_ask(index, capsys):
 
 def test_translator_traced_bonus_mixes_with_dense(index):
     q = "Where was Hank Snow born?"
-    strict = TranslatorRetriever(index).retrieve(q, 3)
-    big = TranslatorRetriever(index, traced_bonus=5.0).retrieve(q, 3)
+    strict = TranslatorRetriever(index, fusion=None).retrieve(q, 3)
+    big = TranslatorRetriever(index, fusion=None, traced_bonus=5.0).retrieve(q, 3)
     assert big.passage_ids[0] == strict.passage_ids[0] == "p-snow"
     # a very negative bonus leaves the dense ranking: traced passages only where dense has them
-    neg = TranslatorRetriever(index, traced_bonus=-5.0).retrieve(q, 3)
+    neg = TranslatorRetriever(index, fusion=None, traced_bonus=-5.0).retrieve(q, 3)
     dense = [p.id for p, _ in index.passages.dense_search(index.embed_query(q), 6) if p.id != "p-snow"][:3]
     assert neg.passage_ids == dense
+
+
+def test_translator_trace_is_drawn_as_clues(index, tmp_path, capsys):
+    """`kgrag ask --retriever translator --draw` draws clue entities -> traced passages."""
+    from kgrag_plugins.cli import main
+
+    out = tmp_path / "clues.html"
+    rc = main(
+        [
+            "ask",
+            "--index",
+            str(index.path),
+            "--retriever",
+            "translator",
+            "-k",
+            "2",
+            "--draw",
+            str(out),
+            "Where was Hank Snow born?",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert rc == 0 and "clue entities and traced passages" in err
+    html = out.read_text()
+    assert "Hank Snow" in html and "KG-Translator clues" in html
+    assert "born in" in html  # the clue relation labels its edge
+
+
+def test_translator_rrf_fusion_with_dense(index):
+    """fusion="rrf": scores are Σ 1/(60 + rank) over the traced and dense rankings, best first."""
+    from kgrag_plugins.methods.translator.retriever import RRF_K
+
+    q = "Where was Hank Snow born?"
+    strict = TranslatorRetriever(index, fusion=None, backfill=False).retrieve(q, 8)
+    fused = TranslatorRetriever(index, fusion="rrf").retrieve(q, 4)
+    traced = strict.passage_ids
+    dense = [p.id for p, _ in index.passages.dense_search(index.embed_query(q), 8)]
+    expect: dict[str, float] = {}
+    for ids in (traced, dense):
+        for r, pid in enumerate(ids):
+            expect[pid] = expect.get(pid, 0.0) + 1.0 / (RRF_K + r + 1)
+    best = sorted(expect, key=lambda p: -expect[p])[:4]
+    assert fused.passage_ids == best
+    scores = [sp.score for sp in fused.passages]
+    assert scores == sorted(scores, reverse=True)
+    assert abs(scores[0] - expect[best[0]]) < 1e-9
+    assert fused.trace["fusion"]["method"] == "rrf"
+    with pytest.raises(ValueError, match="fusion"):
+        TranslatorRetriever(index, fusion="max")
+
+
+def test_translator_dense_first_is_the_default_fusion(index):
+    """Default fusion="dense-first": the dense top 2, then the traced passages, then dense."""
+    from kgrag_plugins.methods.translator.retriever import DENSE_FIRST
+
+    q = "Who did Johnny Cash marry?"
+    traced = TranslatorRetriever(index, fusion=None, backfill=False).retrieve(q, 8).passage_ids
+    dense = [p.id for p, _ in index.passages.dense_search(index.embed_query(q), 8)]
+    ev = TranslatorRetriever(index).retrieve(q, 4)
+    expect = list(dict.fromkeys(dense[:DENSE_FIRST] + traced + dense))[:4]
+    assert traced and ev.passage_ids == expect
+    assert ev.trace["fusion"]["method"] == "dense-first"
+    assert [sp.score for sp in ev.passages] == sorted((sp.score for sp in ev.passages), reverse=True)
