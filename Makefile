@@ -9,7 +9,7 @@ export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export ANONYMIZED_TELEMETRY := False
 
-.PHONY: install demo test test-slow bench clean
+.PHONY: install demo test test-slow bench clean browser notebooks graphs-dev
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,11 +23,29 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/kgrag demo
 
-test: $(STAMP)
+# System Chromium for tests/explain/test_browser.py (Playwright drives it; no browser download).
+# Debian/Ubuntu package, installed as root when missing; elsewhere set KGRAG_CHROMIUM=/path/to/chromium.
+CHROMIUM := $(or $(KGRAG_CHROMIUM),$(wildcard /usr/lib/chromium/chromium),$(shell command -v chromium 2>/dev/null))
+browser:
+ifeq ($(CHROMIUM),)
+	apt-get update && apt-get install -y --no-install-recommends chromium
+else
+	@echo "chromium: $(CHROMIUM)"
+endif
+
+test: $(STAMP) browser
 	$(PY) -m pytest -q
 
-test-slow: $(STAMP)
+test-slow: $(STAMP) browser
 	$(PY) -m pytest -q -m slow
+
+# Execute every notebook offline (outputs are not written back: the committed ones stay stripped).
+notebooks: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider -m "slow or not slow" tests/test_notebooks.py
+
+# Serve graphs/ (langgraph.json) locally: LangGraph Studio / langgraph_sdk on http://127.0.0.1:2024
+graphs-dev: $(STAMP)
+	$(VENV)/bin/langgraph dev --host 127.0.0.1 --port 2024 --no-browser
 
 clean:
 	rm -rf $(VENV) .kgrag_cache

@@ -19,10 +19,41 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench_qa(args: argparse.Namespace) -> int:
+    """``bench --qa``: end-to-end QA systems with an LLM (eval/qa.py, docs/qa.md)."""
+    from .eval.qa import qa_markdown_table, run_qa_bench
+    from .eval.qa_llm import resolve_llm
+
+    llm, description, close = resolve_llm(args.llm, args.llm_model)
+    try:
+        report = run_qa_bench(
+            args.dataset,
+            [s.strip() for s in args.systems.split(",") if s.strip()] if args.systems else None,
+            llm=llm,
+            llm_name=description,
+            data_dir=args.data_dir,
+            limit=args.limit,
+            out=args.out,
+            cache_dir=args.cache_dir,
+            progress=not args.quiet,
+            retriever_opts=args.retriever_opt or (),
+        )
+    finally:
+        close()
+    print(qa_markdown_table(report))
+    if args.out:
+        print(f"wrote {args.out}")
+    return 0
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     from .eval.bench import markdown_table, run_bench
 
-    retrievers = [r.strip() for r in args.retrievers.split(",") if r.strip()]
+    if args.qa:
+        return _cmd_bench_qa(args)
+    if args.llm or args.systems or args.llm_model:
+        raise ValueError("--llm, --llm-model and --systems apply to --qa only")
+    retrievers = [r.strip() for r in (args.retrievers or "dense,bm25,hybrid").split(",") if r.strip()]
     report = run_bench(
         args.dataset,
         retrievers,
@@ -132,11 +163,10 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     retriever = RETRIEVERS[args.retriever][0](index)
     ev = retriever.retrieve(args.question, args.k)
     if args.draw:
-        from .explain.clues import draw_trace
+        from .explain.clues import draw_evidence
 
-        info = draw_trace(index, ev.trace, args.draw)
-        what = "clue entities and traced passages" if "clues" in ev.trace else "activated entities"
-        print(f"drew {info['nodes']} {what}, {info['edges']} edges -> {info['out']}", file=sys.stderr)
+        info = draw_evidence(index, ev, args.draw)
+        print(f"drew {info['nodes']} {info['what']}, {info['edges']} edges -> {info['out']}", file=sys.stderr)
     if args.json:
         print(json.dumps(ev.to_dict(), indent=2, ensure_ascii=False))
         return 0
@@ -265,8 +295,27 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--dataset", required=True, help="musique, hotpotqa, 2wikimultihopqa, popqa, ...")
     b.add_argument(
         "--retrievers",
-        default="dense,bm25,hybrid",
-        help=f"comma list of: {', '.join(RETRIEVERS)}; KGQA datasets (metaqa): {', '.join(KGQA_RETRIEVERS)}",
+        default=None,
+        help=f"comma list of: {', '.join(RETRIEVERS)}; KGQA datasets (metaqa): {', '.join(KGQA_RETRIEVERS)} "
+        "(default: dense,bm25,hybrid)",
+    )
+    b.add_argument(
+        "--qa", action="store_true", help="end-to-end QA (EM/F1/Acc) of the papers' systems with an LLM (docs/qa.md)"
+    )
+    b.add_argument(
+        "--llm",
+        default=None,
+        metavar="URL|vllm:PATH|scripted",
+        help="--qa: an OpenAI-compatible endpoint, a model for a managed `vllm serve`, or the scripted LLM "
+        "(default: $KGRAG_LLM_BASE_URL)",
+    )
+    b.add_argument("--llm-model", default=None, help="--qa with --llm URL: model name (default: $KGRAG_LLM_MODEL)")
+    b.add_argument(
+        "--systems",
+        default=None,
+        help="--qa: comma list of no-retrieval, vanilla-rag, vanilla-qe, qe-only, ka-only, full and the agents "
+        "(self-ask, self-ask+kg-infused, self-rag, ..., cot-rag, sa-rag+cot, decomposition, sa-rag+decomposition); "
+        "default: all",
     )
     b.add_argument(
         "--data-dir", type=Path, default=None, help="benchmark data (default: $KGRAG_DATA_DIR or ../shared/data)"
@@ -296,7 +345,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=None,
         metavar="R.OPT=V1,V2",
-        help="retriever option values, one run per combination (e.g. translator.alpha=1,3,5 translator.beta=1,3)",
+        help="retriever option values, one run per combination (e.g. translator.alpha=1,3,5 translator.beta=1,3; "
+        "--qa: kg-infused.rounds=1,2,3, sa-rag.relation_threshold=0.4,0.5, or SYSTEM.OPTION)",
     )
     b.add_argument("--quiet", action="store_true", help="no progress bars")
     b.set_defaults(func=_cmd_bench)

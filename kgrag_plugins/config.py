@@ -40,6 +40,18 @@ def env_number(name: str, default: float, *, minimum: float = 0.0) -> float:
     return value
 
 
+#: Values of ``KGRAG_PROGRESS`` that turn every progress bar off.
+_OFF = ("0", "false", "no", "off")
+
+
+def progress_enabled(default: bool | None = True) -> bool:
+    """Whether a progress bar may show: ``False`` when ``KGRAG_PROGRESS`` is ``0`` / ``false`` /
+    ``no`` / ``off`` (every tqdm bar of the package goes through this), else ``bool(default)`` (the
+    caller's own choice: its ``progress`` argument, or "the work is long")."""
+    raw = (env("PROGRESS") or "").strip().lower()
+    return False if raw in _OFF else bool(default)
+
+
 def data_dir() -> Path:
     """Benchmark data directory: ``KGRAG_DATA_DIR``, default ``../shared/data``."""
     return Path(env("DATA_DIR", "../shared/data")).expanduser()

@@ -106,3 +106,31 @@ def sample_mentions_index(tmp_path_factory, sample_corpus):
 
     path = tmp_path_factory.mktemp("sample-mentions") / "index"
     return KnowledgeIndex.build(sample_corpus, path, builder="mentions", progress=False)
+
+
+# --------------------------------------------------------------------------- agents (tests/agents)
+# Kept here rather than in tests/agents/conftest.py: a second module named ``conftest`` would
+# shadow this one for the ``from conftest import ...`` lines of other test files.
+
+
+@pytest.fixture(scope="session")
+def dense(sample_index):
+    from kgrag_plugins.methods.baselines import DenseRetriever
+
+    return DenseRetriever(sample_index)
+
+
+@pytest.fixture
+def spy():
+    from agent_helpers import SpyRetriever  # tests/agents/agent_helpers.py (on sys.path there)
+
+    return SpyRetriever()
+
+
+@pytest.fixture
+def universal_llm():
+    from agent_helpers import universal_reply
+
+    from kgrag_plugins.models.llm import ScriptedLLM
+
+    return ScriptedLLM(universal_reply)

@@ -25,6 +25,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ..config import cache_dir as default_cache_dir
+from ..config import progress_enabled
 from ..index.store import KnowledgeIndex, read_manifest
 from ..methods.activation import ActivationRetriever
 from ..methods.base import Retriever
@@ -198,7 +199,7 @@ def evaluate_retriever(retriever: Retriever, dataset: Dataset, *, k: int = 5, pr
     returned: list[int] = []
     turns: list[int] = []  # Know³: the turn at which each question's loop stopped
     no_gold = 0
-    for q in tqdm(questions, desc=f"{retriever.name}", disable=not progress, leave=False):
+    for q in tqdm(questions, desc=f"{retriever.name}", disable=not progress_enabled(progress), leave=False):
         t0 = time.perf_counter()
         ev = retriever.retrieve(q.question, k)
         latencies.append((time.perf_counter() - t0) * 1000)
@@ -339,6 +340,10 @@ def markdown_table(report: dict[str, Any]) -> str:
         from .kgqa import kgqa_markdown_table
 
         return kgqa_markdown_table(report)
+    if report.get("task") == "qa":
+        from .qa import qa_markdown_table
+
+        return qa_markdown_table(report)
     head = (
         f"**{report['dataset']}**: {report['n_questions']} questions, {report['corpus_size']} passages\n\n"
         "| retriever | Recall@2 | Recall@5 | AnswerRecall@5 | p50 ms | p95 ms | index s |\n"

@@ -54,6 +54,7 @@ from typing import Any, Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..config import progress_enabled
 from ..index.store import KnowledgeIndex
 from ..methods.frag import FRAGRetriever
 from ..methods.frag.hop_classifier import COMPLEX, HopClassifier, strip_topic_marks
@@ -152,7 +153,7 @@ def evaluate_kgqa(
     if questions:
         retriever.retrieve(questions[0].question, COVERAGE_K)  # warm-up
     rows: list[dict[str, Any]] = []
-    for q in tqdm(questions, desc=retriever.name, disable=not progress, leave=False):
+    for q in tqdm(questions, desc=retriever.name, disable=not progress_enabled(progress), leave=False):
         t0 = time.perf_counter()
         ev = retriever.retrieve(q.question, COVERAGE_K)
         ms = (time.perf_counter() - t0) * 1000

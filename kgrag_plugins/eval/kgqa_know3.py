@@ -20,11 +20,13 @@
   trained it when loaded from the cache, with ``loaded_from_cache``).
 - **Merge rules** (:func:`tune_merge`), chosen on *training* questions (never the evaluated
   ones; ``TUNE_PER_HOP`` per hop), one per predicted chain length (1, 2, 3+): keep FRAG's
-  answers, or complete with a prior weight (0 / 1), a local-candidate bonus (0 / 4) and a
-  verifier gate (none, or the verifier's calibrated thresholds ``TripleVerifier.calibrate(p)``,
-  p = 99 / 95 / 90 / 75 / 50: the p-th percentile of its scores over known KB triples). Completion
-  is used for a chain length only when it is strictly better than FRAG alone there. The path
-  ranker that predicts the chains was trained on the same training questions (in-sample chains).
+  answers, or complete with a prior weight (0 / 1), a local-candidate bonus (0 / 4), a least
+  path-ranker probability of the chain (0 / 0.3 / 0.5) and a verifier gate (none, or the
+  verifier's calibrated thresholds ``TripleVerifier.calibrate(p)``, p = 99 / 95 / 90 / 75 / 50:
+  the p-th percentile of its scores over known KB triples). Completion is used for a chain
+  length only when it beats FRAG alone there significantly (one-sided sign test at 5 % on the
+  questions where the two answers differ in correctness). The path ranker that predicts the
+  chains was trained on the same training questions (in-sample chains).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from typing import Any, Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..config import progress_enabled
 from ..index.graph import KnowledgeGraph
 from .datasets import Question
 from .metrics import hits_at_1
@@ -54,8 +57,12 @@ GATE_PERCENTILES: tuple[float | None, ...] = (None, 99.0, 95.0, 90.0, 75.0, 50.0
 #: Prior weights and local-candidate bonuses tried by :func:`tune_merge` (``ChainCompleter.predict``).
 PRIOR_WEIGHTS: tuple[float, ...] = (0.0, 1.0)
 LOCAL_BONUSES: tuple[float, ...] = (0.0, 4.0)
+#: Least path-ranker probabilities of the predicted chain tried by :func:`tune_merge`.
+CHAIN_PROBS: tuple[float, ...] = (0.0, 0.3, 0.5)
 #: Training questions per hop used to choose the merge rules.
 TUNE_PER_HOP = 300
+#: A merge rule replaces FRAG alone only if it wins a one-sided sign test at 5 % (z = 1.645).
+SIGN_TEST_Z = 1.645
 
 
 # --------------------------------------------------------------------------- the incomplete KB
@@ -205,17 +212,25 @@ def kge_for_kb(
 
 
 def _rule_grid(
-    prior_weights: Sequence[float], local_bonuses: Sequence[float], thetas: dict[str, float | None]
+    prior_weights: Sequence[float],
+    local_bonuses: Sequence[float],
+    chain_probs: Sequence[float],
+    thetas: dict[str, float | None],
 ) -> list[tuple[str, Any]]:
-    """Candidate rules, strictest gate first within each weight setting."""
+    """Candidate rules; within each weight setting the more probable chain and the stricter gate
+    first (so ties go to the stricter rule). Gates with equal thresholds are tried once."""
     from ..methods.know3.completion import MergeRule
 
-    gates = sorted(thetas.items(), key=lambda kv: (kv[1] is None, kv[1] if kv[1] is not None else 0.0))
+    gates: dict[float | None, str] = {}
+    for gate, theta in sorted(thetas.items(), key=lambda kv: (kv[1] is None, kv[1] or 0.0)):
+        gates.setdefault(theta, gate)
     out = []
     for pw in prior_weights:
         for lb in local_bonuses:
-            for gate, theta in gates:
-                out.append((f"complete (prior {pw:g}, local {lb:g}, {gate})", MergeRule(pw, lb, theta)))
+            for mp in sorted(chain_probs, reverse=True):
+                for theta, gate in gates.items():
+                    name = f"complete (prior {pw:g}, local {lb:g}, chain p >= {mp:g}, {gate})"
+                    out.append((name, MergeRule(pw, lb, theta, mp)))
     return out
 
 
@@ -225,6 +240,7 @@ def tune_merge(
     *,
     prior_weights: Sequence[float] = PRIOR_WEIGHTS,
     local_bonuses: Sequence[float] = LOCAL_BONUSES,
+    chain_probs: Sequence[float] = CHAIN_PROBS,
     percentiles: Sequence[float | None] = GATE_PERCENTILES,
     progress: bool = True,
 ) -> dict[str, Any]:
@@ -233,9 +249,11 @@ def tune_merge(
 
     Only questions whose predicted chain is missing from the KB for their topic are affected by
     the rule (the others keep FRAG's answers under every rule), so only those are run. Per chain
-    length, "FRAG alone" is kept unless a rule is strictly better; ties among rules go to the
-    earlier one of the grid (lower prior weight and local bonus, stricter gate first). Gates are
-    the verifier's calibrated thresholds (``TripleVerifier.calibrate(p)``, ``None`` = no gate)."""
+    length, "FRAG alone" is kept unless a rule beats it significantly (one-sided sign test at 5 %
+    over the questions where the two differ, :data:`SIGN_TEST_Z`); the best such rule wins, ties
+    going to the earlier one of the grid (lower prior weight and local bonus, then the stricter
+    chain probability and gate first). Gates are the verifier's calibrated thresholds
+    (``TripleVerifier.calibrate(p)``, ``None`` = no gate)."""
     from ..methods.know3.completion import MAX_RULE_HOPS
 
     verifier = retriever.completer.verifier
@@ -245,13 +263,13 @@ def tune_merge(
             thetas["no gate"] = None
         elif verifier is not None:
             thetas[f"verifier <= p{p:g}"] = float(verifier.calibrate(percentile=p))
-    grid = _rule_grid(prior_weights, local_bonuses, thetas)
+    grid = _rule_grid(prior_weights, local_bonuses, chain_probs, thetas)
     hits: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     counts = {"questions": len(questions), "no_chain": 0, "chain_in_kb": 0, "chain_missing": 0}
     t0 = time.perf_counter()
-    for q in tqdm(questions, desc="know3 merge tuning", disable=not progress, leave=False):
+    for q in tqdm(questions, desc="know3 merge tuning", disable=not progress_enabled(progress), leave=False):
         topics = retriever.frag.link(q.question)[0]
-        chain, _ = retriever.predicted_chain(q.question, topics)
+        chain, logp = retriever.predicted_chain(q.question, topics)
         if not chain or not topics:
             counts["no_chain"] += 1
             continue
@@ -267,22 +285,31 @@ def tune_merge(
             key = (rule.prior_weight, rule.local_bonus)
             if key not in walks:
                 walks[key] = retriever.completions(topics, chain, rule)
-            answers, _, _ = retriever.merge(frag_answers, walks[key], rule.theta)
+            answers = frag_answers
+            if rule.applies(logp):
+                answers, _, _ = retriever.merge(frag_answers, walks[key], rule.theta)
             hits[length][name].append(hits_at_1(answers, q.answers))
     chosen: dict[int, Any] = {}
     by_length: dict[str, Any] = {}
     for length in sorted(hits):
+        base = np.asarray(hits[length]["frag alone"])
         table = {name: float(np.mean(v)) for name, v in hits[length].items()}
+        signs = {}
+        for name, _ in grid:
+            v = np.asarray(hits[length][name])
+            wins, losses = int(((v > 0) & (base == 0)).sum()), int(((v == 0) & (base > 0)).sum())
+            signs[name] = {"wins": wins, "losses": losses, "significant": _significant(wins, losses)}
         best = "frag alone"
         for name, _ in grid:
-            if table[name] > table[best] + 1e-9:
+            if signs[name]["significant"] and table[name] > table[best] + 1e-9:
                 best = name
         if best != "frag alone":
             chosen[length] = dict(grid)[best]
         by_length[str(length)] = {
-            "chain_missing_questions": len(hits[length]["frag alone"]),
+            "chain_missing_questions": len(base),
             "chosen": best,
             "hits@1": {name: round(v, 4) for name, v in table.items()},
+            "vs_frag": signs,
         }
     retriever.rules = chosen
     return {
@@ -292,6 +319,12 @@ def tune_merge(
         "rules": {str(k): v.to_dict() for k, v in chosen.items()},
         "seconds": round(time.perf_counter() - t0, 2),
     }
+
+
+def _significant(wins: int, losses: int, z: float = SIGN_TEST_Z) -> bool:
+    """One-sided sign test (normal approximation) on the questions where a rule and FRAG alone
+    differ: the rule must win more than ``z`` standard deviations above a tie."""
+    return wins - losses > z * float(np.sqrt(wins + losses)) if wins + losses else False
 
 
 def tuning_sample(train: Sequence[Question], per_hop: int = TUNE_PER_HOP) -> list[Question]:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..config import progress_enabled
 from ..index.builders.linking import NameIndex, link_question, name_key
 from ..index.store import KnowledgeIndex
 from .datasets import Dataset
@@ -31,7 +32,7 @@ def linking_quality(index: KnowledgeIndex, dataset: Dataset, *, hops: int = 2, p
     linked_any = 0
     sizes: list[int] = []
     scored = 0
-    for q in tqdm(dataset.questions, desc="linking", disable=not progress, leave=False):
+    for q in tqdm(dataset.questions, desc="linking", disable=not progress_enabled(progress), leave=False):
         gold = [p for p in q.supporting_passage_ids if p in index.passages]
         if not gold:
             continue

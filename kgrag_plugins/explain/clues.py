@@ -103,3 +103,20 @@ def draw_trace(index: Any, trace: dict[str, Any], out: str | Path, max_nodes: in
     from .draw import draw_activation
 
     return draw_activation(index.graph, trace, out, max_nodes=max_nodes)
+
+
+def draw_evidence(index: Any, evidence: Any, out: str | Path, max_nodes: int = 40) -> dict[str, Any]:
+    """Draw any retriever's :class:`~kgrag_plugins.types.Evidence`: FRAG / Know³-completion
+    paths (:func:`~kgrag_plugins.explain.paths.draw_paths`) when its facts are paths and the trace
+    has no activation or clues, else :func:`draw_trace`. Adds ``"what"`` (a phrase naming what was
+    drawn) to the returned info."""
+    trace = evidence.trace or {}
+    has_paths = any(getattr(f, "kind", "") in ("path", "completion") for f in evidence.facts)
+    if has_paths and "clues" not in trace and not trace.get("activated"):
+        from .paths import draw_paths
+
+        info = draw_paths(evidence.facts, out, graph=index.graph)
+        return {**info, "what": "path entities"}
+    info = draw_trace(index, trace, out, max_nodes=max_nodes)
+    what = "clue entities and traced passages" if "clues" in trace else "activated entities"
+    return {**info, "what": what}

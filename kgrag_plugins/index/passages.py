@@ -268,12 +268,18 @@ def _build_bm25(passages: Sequence[Passage]):
 def _add_batched(client: Any, collection: Any, passages: list[Passage], vectors: np.ndarray, progress: bool) -> None:
     from tqdm.auto import tqdm
 
+    from ..config import progress_enabled
+
     try:
         batch = int(client.get_max_batch_size())
     except Exception:
         batch = 1000
     batch = max(1, min(batch, 2000))
-    for i in tqdm(range(0, len(passages), batch), disable=not progress or len(passages) <= batch, desc="chroma add"):
+    for i in tqdm(
+        range(0, len(passages), batch),
+        disable=not progress_enabled(progress and len(passages) > batch),
+        desc="chroma add",
+    ):
         chunk = passages[i : i + batch]
         collection.add(
             ids=[p.id for p in chunk],

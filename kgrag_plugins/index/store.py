@@ -49,7 +49,7 @@ import numpy as np
 
 from .._version import __version__
 from ..config import INDEX_FORMAT_VERSION
-from ..models.embed import Embedder, default_embedder
+from ..models.embed import Embedder, as_embedder, default_embedder
 from ..types import Passage
 from .builders import run_builder
 from .errors import IndexCorruptError, IndexLockedError, IndexWriteError, is_disk_full
@@ -158,7 +158,8 @@ class KnowledgeIndex:
                 replaced only once the new one is complete).
         """
         passages = _check_passages(passages, allow_empty=graph is not None and builder is None)
-        embedder = embedder or default_embedder()
+        # ours, a LangChain Embeddings or a LlamaIndex BaseEmbedding
+        embedder = as_embedder(embedder) if embedder is not None else default_embedder()
         timings: dict[str, float] = {}
         build_stats: dict[str, Any] | None = None
         embedding: list = []
@@ -304,7 +305,7 @@ class KnowledgeIndex:
         root = Path(path)
         for attempt in range(OPEN_ATTEMPTS):
             manifest = read_manifest(root)
-            embedder = embedder or default_embedder()
+            embedder = as_embedder(embedder) if embedder is not None else default_embedder()
             cls._check_compatible(root, manifest, embedder)
             gdir = root / manifest["generation"]
             lease = Lease.acquire(gdir)
@@ -383,6 +384,31 @@ class KnowledgeIndex:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
+    # ------------------------------------------------------------------ framework entry points
+    @classmethod
+    def from_documents(
+        cls, documents: Sequence[Any], path: str | Path | None = None, **options: Any
+    ) -> "KnowledgeIndex":
+        """Build from LlamaIndex ``Document`` s / nodes (needs the ``llama-index`` extra); see
+        :func:`kgrag_plugins.integrations.build_index` for ``options``."""
+        from ..integrations import build_index  # loads the LlamaIndex adapter
+
+        return build_index(documents, path, **options)
+
+    def as_retriever(self, method: str = "activation", **options: Any) -> Any:
+        """A LlamaIndex retriever running ``method`` over this index
+        (:func:`kgrag_plugins.integrations.as_retriever`; needs the LlamaIndex extra)."""
+        from ..integrations import as_retriever
+
+        return as_retriever(self, method, **options)
+
+    def as_query_engine(self, method: str = "activation", **options: Any) -> Any:
+        """A LlamaIndex ``RetrieverQueryEngine`` running ``method`` over this index
+        (:func:`kgrag_plugins.integrations.as_query_engine`; needs the LlamaIndex extra)."""
+        from ..integrations import as_query_engine
+
+        return as_query_engine(self, method, **options)
+
     # ------------------------------------------------------------------ helpers
     def embed_query(self, text: str) -> np.ndarray:
         """One L2-normalised query vector."""
@@ -404,7 +430,8 @@ class KnowledgeIndex:
         first use and stored in the index directory. ``None`` for a graph without entities."""
         if self._entity_vectors is None and self.graph.num_entities:
             timings: dict[str, float] = {}
-            self._entity_vectors = _entity_vectors(self.graph, self.embedder, True, timings)
+            # progress=None: a bar only for long work (1,000+ texts), not on a user's first query
+            self._entity_vectors = _entity_vectors(self.graph, self.embedder, None, timings)
             self.save_derived("entity_vectors.npy", self._entity_vectors)
         return self._entity_vectors
 
@@ -425,8 +452,8 @@ class KnowledgeIndex:
     def triple_vectors(self) -> np.ndarray | None:
         """Vectors of every triple verbalised ``"head relation tail"`` with entity names (rows =
         triple index): SA-RAG's ``RELATED_TO.embedding``, computed at ingestion in the paper.
-        Computed on first use (with a progress bar) and stored in the index directory; ``None``
-        for a graph without triples."""
+        Computed on first use (a progress bar only for 1,000+ triples) and stored in the index
+        directory; ``None`` for a graph without triples."""
         if self._triple_vectors is None and self.graph.num_triples:
             arr = self.load_derived("triple_vectors.npy", self.graph.num_triples)
             if arr is not None:
@@ -654,7 +681,7 @@ def _entity_text(graph: KnowledgeGraph, row: int) -> str:
 
 
 def _entity_vectors(
-    graph: KnowledgeGraph, embedder: Embedder, progress: bool, timings: dict[str, float]
+    graph: KnowledgeGraph, embedder: Embedder, progress: bool | None, timings: dict[str, float]
 ) -> np.ndarray | None:
     """Entity vectors of ``"name: description"`` (SA-RAG's description embedding text)."""
     if graph.num_entities == 0:

@@ -7,10 +7,13 @@ Each framework has its own module or package and optional extra; names are impor
     from kgrag_plugins.integrations import kg_infused_graph               # [langgraph]
     from kgrag_plugins.integrations import HopAwareRetriever, frag_graph  # FRAG (both frameworks)
     from kgrag_plugins.integrations import LangChainLLM                   # [langchain]
+    from kgrag_plugins.integrations import KGRAGLangChainRetriever        # [langchain]
+    from kgrag_plugins.integrations import build_index, as_retriever      # [llama-index]
 
 Importing an adapter whose framework is not installed raises an ``ImportError`` that names the extra.
 This package also recognises framework chat models for :func:`kgrag_plugins.models.llm.as_llm`
-(:func:`framework_llm`) and points ``TIKTOKEN_CACHE_DIR`` at LlamaIndex's bundled tiktoken cache
+(:func:`framework_llm`), framework embedders for :func:`kgrag_plugins.models.embed.as_embedder`
+(:func:`framework_embedder`) and points ``TIKTOKEN_CACHE_DIR`` at LlamaIndex's bundled tiktoken cache
 when the user has not set it (so token counting works offline).
 """
 
@@ -31,8 +34,14 @@ _EXPORTS = {
     "SpreadingActivationRetriever": "llama_index",
     "evidence_to_nodes": "llama_index",
     "ClueTranslationRetriever": "llama_index",
+    "KGRAGEmbedding": "llama_index",
+    "build_index": "llama_index",
+    "as_retriever": "llama_index",
+    "as_query_engine": "llama_index",
     # langchain
     "LangChainLLM": "langchain",
+    "KGRAGLangChainRetriever": "langchain",
+    "KGRAGEmbeddings": "langchain",
     # langgraph
     "KGRAGState": "langgraph",
     "activation_graph": "langgraph",
@@ -59,7 +68,7 @@ _EXPORTS = {
     "state_to_evidence": "langgraph",
 }
 
-__all__ = sorted([*_EXPORTS, "framework_llm"])
+__all__ = sorted([*_EXPORTS, "framework_embedder", "framework_llm"])
 
 
 def __getattr__(name: str) -> Any:
@@ -99,6 +108,24 @@ def framework_llm(obj: Any) -> Any | None:
         from .llama_index.llm import LlamaIndexLLM
 
         return LlamaIndexLLM(obj)
+    return None
+
+
+def framework_embedder(obj: Any) -> Any | None:
+    """Our :class:`~kgrag_plugins.models.embed.Embedder` for a LlamaIndex ``BaseEmbedding`` or a
+    LangChain ``Embeddings`` (recognised by shape: ``get_text_embedding_batch``; ``embed_documents``
+    + ``embed_query``), else ``None``. One of ours wrapped for a framework is unwrapped."""
+    inner = getattr(obj, "kgrag_embedder", None)
+    if inner is not None:
+        return inner
+    if callable(getattr(obj, "get_text_embedding_batch", None)):
+        from .llama_index.embeddings import LlamaIndexEmbedder
+
+        return LlamaIndexEmbedder(obj)
+    if callable(getattr(obj, "embed_documents", None)) and callable(getattr(obj, "embed_query", None)):
+        from .langchain.embeddings import LangChainEmbedder
+
+        return LangChainEmbedder(obj)
     return None
 
 

@@ -12,10 +12,11 @@ from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from ..config import env, setup_offline_env
+from ..config import env, progress_enabled, setup_offline_env
 
-#: Inputs longer than this get a progress bar.
-_PROGRESS_MIN = 256
+#: With ``progress=None``, inputs of at least this many texts (long work) get a progress bar,
+#: unless ``KGRAG_PROGRESS=0``; shorter lazy work on a first query shows none.
+_PROGRESS_MIN = 1000
 #: Up to this many texts are embedded with one direct forward pass (query time).
 _FAST_PATH_MAX = 8
 
@@ -91,7 +92,7 @@ class SentenceTransformerEmbedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         if len(texts) <= _FAST_PATH_MAX:
             return self._embed_small(texts)
-        show = len(texts) >= _PROGRESS_MIN if progress is None else progress
+        show = progress_enabled(len(texts) >= _PROGRESS_MIN if progress is None else progress)
         with self._lock:  # encode is not re-entrant across threads
             vecs = self._model.encode(
                 texts,
@@ -167,7 +168,7 @@ class OpenAICompatibleEmbedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         from tqdm.auto import tqdm
 
-        show = len(texts) >= _PROGRESS_MIN if progress is None else progress
+        show = progress_enabled(len(texts) >= _PROGRESS_MIN if progress is None else progress)
         starts = range(0, len(texts), self.batch_size)
         out = [self._request(texts[i : i + self.batch_size]) for i in tqdm(starts, disable=not show, desc="embed")]
         return _normalize(np.concatenate(out))
@@ -199,3 +200,26 @@ def default_embedder() -> SentenceTransformerEmbedder:
         if _DEFAULT is None:
             _DEFAULT = SentenceTransformerEmbedder()
         return _DEFAULT
+
+
+def as_embedder(obj: object) -> Embedder:
+    """Coerce ``obj`` to an :class:`Embedder`.
+
+    ``None`` -> :func:`default_embedder`; an :class:`Embedder` -> itself; a LangChain
+    ``Embeddings`` (``embed_documents`` / ``embed_query``) or a LlamaIndex ``BaseEmbedding``
+    (``get_text_embedding_batch``) -> its adapter from ``kgrag_plugins.integrations`` (imported
+    only for such an object, so no framework is loaded otherwise). Anything else: ``TypeError``.
+    """
+    if obj is None:
+        return default_embedder()
+    if isinstance(obj, Embedder) and getattr(obj, "kgrag_embedder", None) is None:
+        return obj
+    from ..integrations import framework_embedder  # recognises framework objects by shape
+
+    adapted = framework_embedder(obj)
+    if adapted is not None:
+        return adapted
+    raise TypeError(
+        f"cannot use {type(obj).__module__}.{type(obj).__name__} as an embedder: expected an object with "
+        "name, dim and embed(texts), a LangChain Embeddings or a LlamaIndex BaseEmbedding"
+    )

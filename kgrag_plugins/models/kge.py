@@ -63,6 +63,10 @@ MIN_RELATION_COUNT = 3
 #: Index builders whose graphs have free-text relations (canonicalised for the KGE).
 CORPUS_BUILDERS = ("mentions", "parsekg", "llm")
 
+#: Corpus graphs (:data:`CORPUS_BUILDERS`): relations with fewer training queries than this share
+#: mixed batches (``train_kge(pool_below=...)``; docs/kge.md "Corpus graphs").
+CORPUS_POOL_BELOW = 256
+
 #: Training defaults (chosen by measurement on MetaQA, docs/kge.md).
 DEFAULTS: dict[str, Any] = {
     "model": "complex",
@@ -496,17 +500,20 @@ def train_kge(
     threads: int | str | None = "auto",
     in_batch: bool = DEFAULTS["in_batch"],
     logq: bool = DEFAULTS["logq"],
+    pool_below: int = 0,
 ) -> tuple[KGEModel, dict[str, Any]]:
     """Train a KG embedding on ``triples`` (string triples or a :class:`KnowledgeGraph`).
 
-    ``valid_fraction`` of the triples (at most ``valid_max``, entities kept covered) is held out
-    for early stopping on filtered MRR (``patience`` epochs without improvement); the best epoch's
-    weights are kept. ``canonicalize`` (default: :func:`looks_free_text`) maps free-text relations
-    with :func:`canonical_relation`. ``device``: ``"cuda"`` when torch sees one, else ``"cpu"``.
-    ``threads``: torch CPU threads while training (``"auto"``: :func:`auto_threads`; ``None``: torch's
-    setting). ``time_budget``: stop after
-    the epoch that passes this many seconds. Returns the model and a report (timings, history,
-    validation MRR, sizes).
+        ``valid_fraction`` of the triples (at most ``valid_max``, entities kept covered) is held out
+        for early stopping on filtered MRR (``patience`` epochs without improvement); the best epoch's
+        weights are kept. ``canonicalize`` (default: :func:`looks_free_text`) maps free-text relations
+        with :func:`canonical_relation`. ``device``: ``"cuda"`` when torch sees one, else ``"cpu"``.
+        ``threads``: torch CPU threads while training (``"auto"``: :func:`auto_threads`; ``None``: torch's
+        setting). ``pool_below``: relations with fewer (directed) training queries than this share mixed
+    batches (:func:`~kgrag_plugins.models.kge_train.fit_embeddings`; 0: one relation per batch).
+    ``time_budget``: stop after
+        the epoch that passes this many seconds. Returns the model and a report (timings, history,
+        validation MRR, sizes).
     """
     import torch
 
@@ -523,7 +530,7 @@ def train_kge(
                 negatives=negatives, type_negatives=type_negatives, reg=reg, valid_max=valid_max,
                 directions=directions, optimizer=optimizer, canonicalize=canonicalize,
                 min_relation_count=min_relation_count, entity_ids=entity_ids, time_budget=time_budget,
-                in_batch=in_batch, logq=logq, threads=None,
+                in_batch=in_batch, logq=logq, pool_below=pool_below, threads=None,
             )  # fmt: skip
         finally:
             torch.set_num_threads(old)
@@ -568,6 +575,7 @@ def train_kge(
         "seed": seed,
         "in_batch": in_batch,
         "logq": logq,
+        **({"pool_below": int(pool_below)} if pool_below else {}),
     }
     vmask = split_holdout(idx, valid_fraction, seed=seed, max_count=valid_max)
     train_idx, valid_idx = idx[~vmask], idx[vmask]
@@ -634,7 +642,10 @@ def kge_for_index(index: Any, *, train: bool = True, **train_kwargs: Any) -> KGE
         if not train:
             log.info("no KGE for this index generation (train=False)")
             return None
-        train_kwargs.setdefault("canonicalize", index.manifest.get("builder") in CORPUS_BUILDERS)
+        corpus = index.manifest.get("builder") in CORPUS_BUILDERS
+        train_kwargs.setdefault("canonicalize", corpus)
+        if corpus:  # thousands of rare free-text labels: pool them into mixed batches
+            train_kwargs.setdefault("pool_below", CORPUS_POOL_BELOW)
         log.info(
             "training a KGE for the index graph (%d triples)%s", graph.num_triples, f" into {path}" if path else ""
         )

@@ -199,9 +199,11 @@ def filtered_ranks(
     import torch
     from tqdm.auto import tqdm
 
+    from ..config import progress_enabled
+
     n = known.num_entities
     out = np.zeros(len(queries), dtype=np.float64)
-    bar = tqdm(total=len(queries), desc=desc, unit="q", disable=not progress, leave=False)
+    bar = tqdm(total=len(queries), desc=desc, unit="q", disable=not progress_enabled(progress), leave=False)
     with torch.no_grad():
         for s in range(0, len(queries), batch_size):
             q = queries[s : s + batch_size]

@@ -1,7 +1,8 @@
 """Training loop of :mod:`kgrag_plugins.models.kge` (Know³-RAG §3.2's ComplEx verifier; METHODS.md §5(a);
 docs/kge.md "Training").
 
-Per query ``(h, r, ·)`` (reciprocal relations included; batches hold one relation) a sampled
+Per query ``(h, r, ·)`` (reciprocal relations included; batches hold one relation, except that
+relations with fewer than ``pool_below`` queries share mixed batches with uniform negatives) a sampled
 softmax: the true tail against ``negatives`` shared samples, a share ``type_negatives`` drawn
 uniformly from the relation's tails in the training triples (type-consistent) and the rest
 uniformly from all entities; each logit is corrected by ``-log Q(e)``, its expected count under
@@ -73,6 +74,8 @@ def fit_embeddings(
     import torch.nn.functional as F
     from tqdm.auto import tqdm
 
+    from ..config import progress_enabled
+
     name, dim = cfg["model"], int(cfg["dim"])
     if name in ("complex", "rotate") and dim % 2:
         raise ValueError(f"{name} needs an even dim (real + imaginary halves), got {dim}")
@@ -95,28 +98,41 @@ def fit_embeddings(
     k_type = int(round(k_neg * float(cfg["type_negatives"])))
     reg = float(cfg["reg"]) if name in ("complex", "distmult") else 0.0
     in_batch, logq = bool(cfg.get("in_batch", True)), bool(cfg.get("logq", True))
+    # Relations with fewer queries than ``pool_below`` are trained in mixed batches: one batch per
+    # relation label made corpus graphs (thousands of rare free-text labels) run thousands of tiny
+    # batches per epoch. Mixed batches draw all negatives uniformly (no single relation's types).
+    pool_below = int(cfg.get("pool_below", 0) or 0)
+    pooled = np.concatenate([sel for sel in by_rel if 0 < len(sel) < pool_below] or [np.zeros(0, np.int64)])
     best_mrr, best_state, best_epoch, bad = -1.0, None, 0, 0
     history: list[dict[str, Any]] = []
     t0 = time.perf_counter()
     epochs = int(cfg["epochs"])
-    outer = tqdm(range(1, epochs + 1), desc=f"kge {name} d{dim}", unit="epoch", disable=not progress)
+    outer = tqdm(range(1, epochs + 1), desc=f"kge {name} d{dim}", unit="epoch", disable=not progress_enabled(progress))
     for epoch in outer:
         batches = []
         for sel in by_rel:
-            perm = rng.permutation(sel)
+            if len(sel) >= pool_below:
+                perm = rng.permutation(sel)
+                batches += [perm[s : s + bs] for s in range(0, len(perm), bs)]
+        if len(pooled):  # rare relations share mixed batches (uniform negatives only)
+            perm = rng.permutation(pooled)
             batches += [perm[s : s + bs] for s in range(0, len(perm), bs)]
         total, seen = 0.0, 0
-        inner = tqdm(rng.permutation(len(batches)), desc=f"epoch {epoch}", leave=False, disable=not progress)
+        inner = tqdm(
+            rng.permutation(len(batches)), desc=f"epoch {epoch}", leave=False, disable=not progress_enabled(progress)
+        )
         for b in inner:
             q = queries[batches[b]]
             r = int(q[0, 1])
-            tt = type_tails[r]
+            mixed = bool((q[:, 1] != r).any())
+            tt = type_tails[r] if not mixed else np.zeros(0, np.int64)
             neg_t = tt if len(tt) <= k_type else tt[rng.integers(0, len(tt), k_type)]
             negs = np.concatenate([neg_t, rng.integers(0, n_ent, k_neg - len(neg_t))])
             hn, tn = q[:, 0], q[:, 2]
             h = torch.as_tensor(hn, device=device)
             t = torch.as_tensor(tn, device=device)
-            he, re = ent(h), rel(torch.full_like(h, r))
+            he = ent(h)
+            re = rel(torch.as_tensor(q[:, 1], device=device)) if mixed else rel(torch.full_like(h, r))
             qv = compose(name, he, re)
             if in_batch:  # candidates = the batch's tails + samples; same-head tails and duplicates masked
                 bad_in = (tn[None, :] == tn[:, None]) | (hn[None, :] == hn[:, None])
@@ -130,7 +146,7 @@ def fit_embeddings(
                 te = ent(t)
                 pos = match_pairs(name, qv, te)[:, None]
                 neg = match_all(name, qv, ent(torch.as_tensor(negs, device=device)))
-                if logq:
+                if logq and len(tt):  # (mixed batches: uniform Q, the correction cancels)
                     in_type = np.isin(negs, tt)
                     q_neg = np.where(in_type, min(1.0, k_type / len(tt)), 0.0) + (k_neg - len(neg_t)) / n_ent
                     q_pos = min(1.0, k_type / len(tt)) + (k_neg - len(neg_t)) / n_ent

@@ -387,10 +387,11 @@ class OpenAICompatibleLLM:
     def _delay(self, attempt: int) -> float:
         return self.backoff * (2 ** (attempt - 1))
 
-    def _final_error(self, attempts: int, last: _RetryableFailure) -> LLMError:
+    def _final_error(self, attempts: int, last: _RetryableFailure, url: str = "") -> LLMError:
         cls = LLMTimeoutError if last.timeout else LLMResponseError
         return cls(
-            f"LLM request to {self.url} (model {self.model!r}) failed after {attempts} attempt(s); last error: {last}"
+            f"LLM request to {url or self.url} (model {self.model!r}) failed after {attempts} attempt(s); "
+            f"last error: {last}"
         )
 
     @staticmethod
@@ -399,7 +400,9 @@ class OpenAICompatibleLLM:
             return _RetryableFailure(f"timed out after {timeout}s ({type(exc).__name__})", timeout=True)
         return _RetryableFailure(f"{type(exc).__name__}: {exc}")
 
-    def _plan(self, started: float) -> Generator[tuple[str, float], httpx.Response | httpx.TransportError | None, str]:
+    def _plan(
+        self, started: float, handle: Callable[[httpx.Response], Any] | None = None, url: str = ""
+    ) -> Generator[tuple[str, float], httpx.Response | httpx.TransportError | None, Any]:
         """The retry policy, written once for :meth:`complete` and :meth:`acomplete`.
 
         Yields ``("post", timeout)`` to ask for one POST with that timeout (the driver sends back
@@ -407,8 +410,10 @@ class OpenAICompatibleLLM:
         returns the reply text or raises the final :class:`LLMError`. Checks the circuit breaker
         first and reports every attempt to it; keeps the whole call, from ``started``
         (``time.monotonic()`` at the call's entry, so client set-up counts), within ``self.deadline``.
+        ``handle``/``url``: another response parser and endpoint (:mod:`.logprobs`).
         """
-        self.breaker.check(f"LLM endpoint {self.url}")
+        handle, url = handle or self._handle_response, url or self.url
+        self.breaker.check(f"LLM endpoint {url}")
         end = started + self.deadline
         attempts = self.max_retries + 1
         last: _RetryableFailure | None = None
@@ -425,7 +430,7 @@ class OpenAICompatibleLLM:
             try:
                 if isinstance(outcome, httpx.TransportError):
                     raise self._transport_failure(outcome, round(timeout, 3))
-                text = self._handle_response(outcome)
+                text = handle(outcome)
             except _RetryableFailure as exc:
                 last = exc
                 self.breaker.failure()
@@ -437,14 +442,14 @@ class OpenAICompatibleLLM:
                 return text
             if attempt == attempts or self.breaker.is_open:
                 assert last is not None
-                raise self._final_error(made, last)
+                raise self._final_error(made, last, url)
             pause = self._delay(attempt)
             if time.monotonic() + pause >= end:
                 break
             yield ("sleep", pause)
         self.breaker.trip()
         raise LLMTimeoutError(
-            f"LLM request to {self.url} (model {self.model!r}) got no reply within its {self.deadline:g}s deadline "
+            f"LLM request to {url} (model {self.model!r}) got no reply within its {self.deadline:g}s deadline "
             f"(KGRAG_LLM_DEADLINE) after {made} attempt(s); last error: {last}"
         )
 
@@ -505,6 +510,13 @@ class OpenAICompatibleLLM:
             except StopIteration as done:
                 return done.value
 
+    def complete_logprobs(self, prompt: str | list[Message], **kwargs: Any) -> Any:
+        """A :class:`~.logprobs.Completion` with token logprobs (chat, or ``raw=True``: ``/completions``);
+        see :func:`.logprobs.openai_complete_logprobs` for the keywords."""
+        from .logprobs import openai_complete_logprobs
+
+        return openai_complete_logprobs(self, prompt, **kwargs)
+
 
 # --------------------------------------------------------------------------- adapter base
 
@@ -556,6 +568,8 @@ class ScriptedLLM:
     ``replies`` is either a list consumed in order (an ``Exception`` item is raised instead
     of returned) or a callable ``messages -> str``. Every call is recorded in ``self.calls``
     as ``{"messages", "stop", "max_tokens", "temperature"}``; stop strings truncate replies.
+    A reply may be a :class:`~.logprobs.Completion` (its text for :meth:`complete`); a string
+    reply to :meth:`complete_logprobs` is a completion without token logprobs.
     """
 
     def __init__(self, replies: list[str | Exception] | Callable[[list[Message]], str]) -> None:
@@ -586,16 +600,29 @@ class ScriptedLLM:
         temperature: float | None = None,
     ) -> str:
         """Return the next scripted reply (truncated at ``stop``)."""
+        call = {"stop": list(stop) if stop else None, "max_tokens": max_tokens, "temperature": temperature}
+        return self._next(prompt, call, stop)
+
+    def complete_logprobs(
+        self,
+        prompt: str | list[Message],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_logprobs: int = 20,
+        raw: bool = False,
+    ) -> Any:
+        """The next scripted reply as a :class:`~.logprobs.Completion` (call recorded with
+        ``top_logprobs`` and ``raw``)."""
+        call = {"stop": None, "max_tokens": max_tokens, "temperature": temperature}
+        return self._next(prompt, {**call, "top_logprobs": top_logprobs, "raw": raw}, None, logprobs=True)
+
+    def _next(self, prompt: str | list[Message], call: dict[str, Any], stop: list[str] | None, logprobs: bool = False):
+        from .logprobs import Completion, as_completion
+
         messages = to_messages(prompt)
         with self._lock:
-            self.calls.append(
-                {
-                    "messages": messages,
-                    "stop": list(stop) if stop else None,
-                    "max_tokens": max_tokens,
-                    "temperature": temperature,
-                }
-            )
+            self.calls.append({"messages": messages, **call})
             if self._fn is None:
                 if not self._replies:
                     raise LLMError(
@@ -607,6 +634,9 @@ class ScriptedLLM:
             reply = self._fn(messages)
         if isinstance(reply, BaseException):
             raise reply
+        if logprobs:
+            return as_completion(reply)
+        reply = reply.text if isinstance(reply, Completion) else reply
         if not isinstance(reply, str):
             raise LLMResponseError(f"ScriptedLLM reply must be a str, got {type(reply).__name__}")
         return truncate_at_stop(reply, stop)

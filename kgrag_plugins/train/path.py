@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..config import progress_enabled
 from ..eval.datasets import Question, load_dataset
 from ..index.graph import KnowledgeGraph
 from ..methods.frag.path_ranker import Chain, PathRanker, best_chains, chain_key, relation_query
@@ -55,7 +56,7 @@ def label_questions(
     chains: list[list[Chain]] = []
     kept: list[Question] = []
     counts = {"questions": len(questions), "no_topic": 0, "no_chain": 0, "labelled": 0}
-    for q in tqdm(questions, desc="labelling chains", disable=not progress, leave=False):
+    for q in tqdm(questions, desc="labelling chains", disable=not progress_enabled(progress), leave=False):
         topic = _rows(graph, [q.topic_entity] if q.topic_entity else [], names)
         if not topic:
             counts["no_topic"] += 1

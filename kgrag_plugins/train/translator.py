@@ -54,6 +54,8 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..config import progress_enabled
+
 logger = logging.getLogger(__name__)
 
 __all__ = [
@@ -317,7 +319,9 @@ def _choose_batched(
     """:func:`clue_from_step` for many steps with one embedding call per ``chunk`` steps (the
     same choice, far fewer MiniLM calls); skipped steps are counted in ``stats``."""
     out: list[SFTExample] = []
-    for i in tqdm(range(0, len(steps), chunk), desc="SFT windows", disable=len(steps) <= chunk, leave=False):
+    for i in tqdm(
+        range(0, len(steps), chunk), desc="SFT windows", disable=not progress_enabled(len(steps) > chunk), leave=False
+    ):
         batch: list[tuple[HopStep, list[tuple[str, str]], int, int]] = []
         texts: list[str] = []
         for s in steps[i : i + chunk]:

@@ -229,6 +229,9 @@ def test_know3_frag_retriever_merges_completions_kb_first(toy_kge):
     ev = k3.retrieve("who directed [Film 00]", 5)
     assert ev.trace["answer_source"] == "paths" and "rejected" in ev.trace["completion"]
     assert ev.trace["answers"] == frag_answers and all(f.kind == "path" for f in ev.facts)
+    k3.rules = {1: MergeRule(0.0, 0.0, None, min_chain_prob=1.01)}
+    ev = k3.retrieve("who directed [Film 00]", 5)
+    assert ev.trace["answer_source"] == "paths" and "chain probability below" in ev.trace["completion"]
     k3.rules = {}
     ev = k3.retrieve("who directed [Film 00]", 5)
     assert ev.trace["answer_source"] == "paths" and "no merge rule" in ev.trace["completion"]
@@ -321,10 +324,22 @@ def test_know3_frag_through_the_kgqa_bench(metaqa_root, tmp_path):
     assert tuning["chain_in_kb"] + tuning["chain_missing"] + tuning["no_chain"] == 12
     for length, block in tuning["by_chain_length"].items():
         table = block["hits@1"]
-        assert block["chosen"] in table and table[block["chosen"]] == max(table.values())
+        better = [n for n, v in block["vs_frag"].items() if v["significant"] and table[n] > table["frag alone"]]
+        if block["chosen"] == "frag alone":
+            assert not better
+        else:
+            assert block["vs_frag"][block["chosen"]]["significant"]
+            assert table[block["chosen"]] == max(table[n] for n in better)
         assert (length in tuning["rules"]) == (block["chosen"] != "frag alone")
     # the KGE was cached under the bench's cache dir (reuse: test_kge_is_trained_on_the_kept_...)
     assert know3["kge"]["path"].startswith(str(tmp_path / "kge" / "metaqa-keep0.7-seed0-complex-"))
+
+
+def test_merge_rule_needs_a_significant_win():
+    from kgrag_plugins.eval.kgqa_know3 import _significant
+
+    assert _significant(10, 0) and _significant(30, 10)
+    assert not _significant(10, 8) and not _significant(0, 0) and not _significant(2, 0)
 
 
 def test_kb_keep_evaluates_the_same_questions(metaqa_root):

@@ -13,6 +13,7 @@ from conftest import HashEmbedder
 
 from kgrag_plugins.index.store import KnowledgeIndex
 from kgrag_plugins.methods.know3.verify import KGVerifier
+from kgrag_plugins.models.llm import ScriptedLLM
 from kgrag_plugins.types import Passage
 
 CORPUS = [
@@ -151,3 +152,29 @@ def test_know3_query_engine_llm_free(index, kge):
     resp = engine.query(Q)
     assert resp.source_nodes and resp.metadata["turn"] == 2  # nothing verifies: runs to T
     assert resp.metadata["know3"]["turns"]
+
+
+def test_know3_query_engine_prompts_reach_the_llm(index, kge):
+    """get_prompts / update_prompts (LlamaIndex PromptMixin) change the instruction text the LLM
+    sees; the references stay in their data block and the data notice stays."""
+    from llama_index.core.prompts import PromptTemplate
+
+    from kgrag_plugins.integrations.llama_index import Know3QueryEngine
+    from kgrag_plugins.methods.know3.prompts import QA
+    from kgrag_plugins.models.prompting import DATA_NOTICE
+
+    llm = ScriptedLLM(lambda messages: ANSWER)
+    engine = Know3QueryEngine(index, llm=llm, k=3, kge=kge, theta0=1e9, method="raw", kge_kwargs=KGE)
+    prompts = engine.get_prompts()
+    assert set(prompts) == {"qa", "reference_generation", "query_generation"}
+    assert prompts["qa"].get_template() == QA
+    engine.update_prompts({"qa": PromptTemplate("MY QA INSTRUCTION"), "unknown": PromptTemplate("x")})
+    assert engine.get_prompts()["qa"].get_template() == "MY QA INSTRUCTION"
+    resp = engine.query(Q)
+    assert resp.response == "Cincinnati"
+    qa_calls = [c for c in llm.calls if "MY QA INSTRUCTION" in c["messages"][-1]["content"]]
+    assert qa_calls and all(QA not in c["messages"][-1]["content"] for c in qa_calls)
+    text = qa_calls[0]["messages"][-1]["content"]
+    assert DATA_NOTICE in text and "<references>" in text
+    with pytest.raises(ValueError, match="fields"):
+        engine.update_prompts({"qa": PromptTemplate("Answer {question}")})

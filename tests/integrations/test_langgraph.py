@@ -98,9 +98,13 @@ def test_retrieve_node_sync_and_async(sample_index):
         node.invoke({})
 
 
-def test_generate_node_needs_exactly_one_source():
-    with pytest.raises(ValueError, match="exactly one"):
-        make_generate_node()
+def test_generate_node_takes_at_most_one_source():
+    with pytest.raises(ValueError, match="at most one"):
+        make_generate_node(ScriptedLLM(["x"]), method=object())
+    # no source: the LLM comes from the graph's context; without one, the LLM-free answer
+    node = make_generate_node()
+    assert node.invoke({"question": Q, "answers": ["Vistula", "Oder"]}) == {"generation": "Vistula"}
+    assert node.invoke({"question": Q}) == {"generation": None}
     with pytest.raises(TypeError, match="answer"):
         make_generate_node(method=object())
 
@@ -357,3 +361,19 @@ def test_subgraph_async_and_llm_free(sample_index):
 def test_state_schema_is_the_documented_one():
     keys = set(KGRAGState.__annotations__)
     assert {"question", "documents", "generation", "facts", "trace"} <= keys
+
+
+def test_method_generate_node_reads_messages_and_appends_the_answer():
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from kgrag_plugins.types import Answer
+
+    class Method:
+        def answer(self, question, evidence, note=None):
+            return Answer(question, f"answer to {question} ({len(evidence.passages)} docs, note={note})", evidence)
+
+    node = make_generate_node(method=Method())
+    out = node.invoke({"messages": [HumanMessage("hi"), AIMessage("hello"), HumanMessage(Q)], "documents": ["d"]})
+    assert out["generation"] == f"answer to {Q} (1 docs, note=None)"
+    assert [(type(m), m.content) for m in out["messages"]] == [(AIMessage, out["generation"])]
+    assert node.invoke({"question": Q}) == {"generation": f"answer to {Q} (0 docs, note=None)"}  # no messages key

@@ -96,3 +96,11 @@ def test_state_is_a_typing_extensions_typeddict():
     import typing_extensions
 
     assert type(lg.KGRAGState) is type(typing_extensions.TypedDict("Probe", {"x": int}))
+
+
+def test_schema_accepts_tutorial_documents_and_messages(sample_index):
+    inp = lg.activation_graph(sample_index).get_input_jsonschema()
+    kinds = inp["properties"]["documents"]["items"]["anyOf"]
+    assert {"type": "string"} in kinds and {"$ref": "#/$defs/Document"} in kinds
+    assert any(k.get("type") == "object" for k in kinds)  # dicts
+    assert inp["properties"]["messages"]["type"] == "array"

@@ -211,8 +211,8 @@ def test_llm_sa_rag_refusal_answer_is_not_passed_on() -> None:
 
 
 def _frag(llm) -> FRAGRetriever:
-    r = FRAGRetriever.__new__(FRAGRetriever)  # answer / estimate_hops use only the LLM
-    r.llm = llm
+    r = FRAGRetriever.__new__(FRAGRetriever)  # answer / estimate_hops use only the LLM and prompts
+    r.llm, r.prompts = llm, {}
     return r
 
 

@@ -202,6 +202,13 @@ def test_retrieve_cli_ask_frag_on_kg_only_index_prints_paths_and_answers(kg_only
     assert "  path " in out and "Marie Curie -> born_in -> Warsaw" in out
     answers = [ln for ln in out.splitlines() if ln.startswith("answers: ")]
     assert len(answers) == 1 and "Warsaw" in answers[0]
+    # --draw: FRAG evidence is drawn as its paths (not as an activation it does not have)
+    pic = kg_only_index.parent / "frag-paths.html"
+    q = "Where was [Marie Curie] born?"
+    assert main(["ask", "--index", str(kg_only_index), "--retriever", "frag", "--draw", str(pic), q]) == 0
+    assert "path entities" in capsys.readouterr().err
+    html = pic.read_text()
+    assert "FRAG paths" in html and "Marie Curie" in html and "Warsaw" in html
     # nothing found -> one line on stderr and a non-zero exit, not silence
     assert main(["ask", "--index", str(kg_only_index), "--retriever", "frag", "xyzzy plugh?"]) == 1
     err = capsys.readouterr().err.strip()

@@ -233,6 +233,25 @@ def test_tiny_training_learns_a_structured_kg():
     assert np.array_equal(m2.score_many(test), m3.score_many(test))
 
 
+def test_pooled_batches_learn_rare_relations():
+    """Rare relations share mixed batches (``pool_below``): the run uses fewer batches than one
+    per relation label and still learns the KG (per-row relation embeddings)."""
+    tr = _toy_kg()
+    # split born_in into 16 rare labels (one per city): 10 people each, below pool_below
+    tr = [(h, f"born_in_{t}" if r == "born_in" else r, t) for h, r, t in tr]
+    test = [t for i, t in enumerate(tr) if t[1] == "citizen_of" and i % 5 == 0][:25]
+    train = [t for t in tr if t not in set(test)]
+    kw = dict(dim=16, epochs=25, batch_size=64, negatives=32, lr=0.1, progress=False, valid_fraction=0.0,
+              threads=1, seed=0, canonicalize=False)  # fmt: skip
+    m, rep = train_kge(train, pool_below=32, **kw)
+    assert m.config["pool_below"] == 32
+    rows = np.array([(m.entity_row(h), m.relation_row(r), m.entity_row(t)) for h, r, t in test])
+    allrows = np.array([(m.entity_row(h), m.relation_row(r), m.entity_row(t)) for h, r, t in tr])
+    assert m.evaluate(rows, KnownTails(allrows, m.num_entities, m.num_relations))["mrr"] > 0.6
+    m0, _ = train_kge(train, pool_below=0, **{**kw, "epochs": 1})
+    assert "pool_below" not in m0.config  # curated default: one relation per batch, config unchanged
+
+
 def test_training_with_validation_keeps_the_best_epoch():
     m, rep = train_kge(
         _toy_kg(), model="rotate", dim=8, epochs=4, batch_size=64, negatives=16, progress=False,
@@ -321,6 +340,7 @@ def test_kge_for_index_trains_saves_loads_and_invalidates(built_index, tmp_path,
         m = kge_for_index(idx, **FAST)
     assert m is not None and "training a KGE" in caplog.text
     assert m.canonicalize  # a mentions graph has free-text relations
+    assert m.config["pool_below"] == kge_mod.CORPUS_POOL_BELOW  # rare labels share mixed batches
     gen_kge = idx.derived_path(KGE_DIR)
     assert (gen_kge / "kge.json").is_file() and gen_kge.parent.name == idx.manifest["generation"]
     assert kge_for_index(idx) is m  # cached per generation

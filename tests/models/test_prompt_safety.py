@@ -23,6 +23,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import kgrag_plugins
+from kgrag_plugins.agents import prompts as ag_prompts
+from kgrag_plugins.agents import self_rag_prompts as sr_prompts
 from kgrag_plugins.index.builders import prompts as extract_prompts
 from kgrag_plugins.methods import answer as answer_mod
 from kgrag_plugins.methods.frag import prompts as frag_prompts
@@ -104,6 +106,12 @@ BUILDERS: dict[str, Callable[[str], str]] = {
     "know3.query_prompt": lambda t: k3_prompts.query_prompt("q", [t], t),
     "know3.extraction_messages": lambda t: _joined(k3_prompts.extraction_messages(t, [t, "Ada"])),
     "know3.relevance_messages": lambda t: _joined(k3_prompts.relevance_messages("q", t, [(t, t)])),
+    "agents.sub_answer_messages": lambda t: _joined(ag_prompts.sub_answer_messages("q", _evidence(t))),
+    "agents.format_context": lambda t: sa_prompts.REASONING_SYSTEM + "\n" + ag_prompts.format_context(_evidence(t)),
+    "self_rag.RELEVANCE": lambda t: sr_prompts.RELEVANCE.format(question="q", title=t, text=t),
+    "self_rag.GENERATE": lambda t: sr_prompts.GENERATE.format(question="q", title="T", text=t),
+    "self_rag.SUPPORT": lambda t: sr_prompts.SUPPORT.format(question="q", title="T", text=t, answer=t),
+    "self_rag.UTILITY": lambda t: sr_prompts.UTILITY.format(question="q", answer=t),
 }
 
 #: What each prompts module exposes, and where it is covered above (names must be listed here).
@@ -133,6 +141,14 @@ COVERED = {
         "EXTRACTION_SYSTEM",
         "RELEVANCE_SYSTEM",
     },
+    "kgrag_plugins.agents.prompts": {
+        "self_ask_prompt",
+        "SELF_ASK_PROMPT",
+        "sub_answer_messages",
+        "SUB_ANSWER_SYSTEM",
+        "DECOMPOSE_SYSTEM",
+        "format_context",
+    },
     "kgrag_plugins.methods.kg_infused.prompts": {
         *(n for n in kgi.__all__ if n.isupper() and n != "PROMPTS"),
         "format_candidate_groups",
@@ -147,6 +163,7 @@ NOT_PROMPTS |= {"PERSONA", "PERSONA_HOP"}  # parts of REASONING / HOP_ESTIMATION
 NOT_PROMPTS |= {"NEXT_QUERY_MARK", "parse_next_query", "parse_qa"}  # the translator's reply parsing
 NOT_PROMPTS |= {"parse_answer", "parse_reference", "parse_query", "parse_triples", "parse_relevance", "RELEVANCE_MARK"}
 NOT_PROMPTS |= set(prompting.__all__)  # the shared sentences, imported
+NOT_PROMPTS |= {"NEEDED_LINE", "FINAL_CUE"}  # Self-Ask markers (no retrieved text: self_ask_prompt)
 
 
 def _blocks(text: str) -> list[tuple[str, int, int]]:

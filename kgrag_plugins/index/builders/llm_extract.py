@@ -418,7 +418,9 @@ def build_llm_graph(
     if jobs:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(jobs), desc="LLM extraction", unit="chunk", disable=not progress)
+        from ...config import progress_enabled
+
+        bar = tqdm(total=len(jobs), desc="LLM extraction", unit="chunk", disable=not progress_enabled(progress))
         pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="kgrag-extract")
         futures: dict[Future, str] = {}
         try:

@@ -101,6 +101,8 @@ def parse_passages(
     from spacy.tokens import Doc
     from tqdm.auto import tqdm
 
+    from ...config import progress_enabled
+
     nlp = load_spacy(parse)
     if n_process is None:
         n_process = min(2, os.cpu_count() or 1) if len(passages) >= _MULTIPROCESS_MIN else 1
@@ -118,7 +120,7 @@ def parse_passages(
 
     # Long passages are parsed here, a few chunks per batch (spaCy's memory grows with the batch).
     docs = nlp.pipe((p.text for i, p in enumerate(passages) if i not in chunks), batch_size=64, n_process=n_process)
-    bar = tqdm(total=len(passages), desc="spaCy", unit="passage", disable=not progress)
+    bar = tqdm(total=len(passages), desc="spaCy", unit="passage", disable=not progress_enabled(progress))
     try:
         for i, p in enumerate(passages):
             if i in chunks:

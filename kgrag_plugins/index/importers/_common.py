@@ -18,6 +18,7 @@ from typing import Any, BinaryIO, Literal
 import numpy as np
 from tqdm.auto import tqdm
 
+from ...config import progress_enabled
 from ..graph import KnowledgeGraph
 
 try:  # not on Windows
@@ -179,7 +180,7 @@ def _open_bytes(path: Path, progress: bool, desc: str) -> Iterator[tuple[BinaryI
             unit_scale=True,
             unit_divisor=1024,
             desc=desc,
-            disable=not progress,
+            disable=not progress_enabled(progress),
             leave=False,
         ) as bar:
             yield fh, bar, raw

@@ -3,16 +3,21 @@
 Needs the ``langgraph`` extra (``pip install 'kgrag-plugins[langgraph]'``). One module per concern:
 ``state`` (the state schema), ``nodes`` (generic retrieve / generate nodes), ``activation``,
 ``kg_infused``, ``sa_rag``, ``frag``, ``translator``, ``know3`` (one per method: nodes + compiled graph), ``router``
-(:func:`make_route_node`, :func:`make_hop_router`).
+(:func:`make_route_node`, :func:`make_hop_router`), ``prompt`` (a user's answer prompt), ``events``
+(``stream_mode="custom"`` events).
 
-State (:class:`KGRAGState`) uses the official RAG examples' keys plus ours:
+State (:class:`KGRAGState`) uses the LangGraph RAG tutorials' keys plus ours (guide: ``docs/langgraph.md``):
 
-- ``question`` (input), ``generation`` (answer text; absent/``None`` without an LLM)
-- ``documents``: LangChain ``Document`` s, ``id`` = passage id, ``metadata`` = ``{"id", "title",
-  "score", "kind": "passage", "retriever"}``; nodes also accept plain dicts ``{"id", "text",
-  "title", "score"}`` as input
-- ``facts``: verbalised facts / paths / clues (``list[str]``)
-- ``trace``: dict, one entry per step (``retrieve``, ``activation``, ``retrievals``, ``reasoning``, ...)
+- ``question`` (input) or ``messages`` (``add_messages`` reducer, as ``MessagesState``): every node
+  that reads the question takes ``question``, else the last human message; a generate node then
+  also appends its answer as an ``AIMessage``
+- ``generation`` (answer text; absent/``None`` without an LLM)
+- ``documents``: our nodes write LangChain ``Document`` s, ``id`` = passage id, ``metadata`` =
+  ``{"id", "title", "score", "kind": "passage", "retriever"}`` (``make_retrieve_node(as_text=True)``:
+  ``list[str]``); nodes read ``Document`` s, plain strings and dicts ``{"id", "text", "title", "score"}``
+- ``facts`` (optional): verbalised facts / paths / clues (``list[str]``)
+- ``trace``: dict, one entry per step (``retrieve``, ``activation``, ``retrievals``, ``reasoning``,
+  ...), written per call into the returned state (never kept on a node or retriever)
 - KG-Infused RAG: ``activation`` (a JSON-able snapshot of the activation memory), ``summary``,
   ``expanded_query``, ``note``; SA-RAG: ``query`` (current follow-up), ``context``, ``reasoning``, ``steps``
 - FRAG / hop routing (METHODS.md §2, paper ``frag``): ``route`` (``"simple"`` | ``"complex"``, written by
@@ -20,11 +25,16 @@ State (:class:`KGRAGState`) uses the official RAG examples' keys plus ours:
   first), ``topic_entities`` (optional input: entity ids that replace FRAG's question linking);
   ``facts`` then hold the verbalised paths (``"Tom Hanks <- starred_actors <- Big -> directed_by -> ..."``)
 
-Handles (index, retriever, LLM) are captured by the node factories (closures), never stored in state.
-Every node is a ``RunnableLambda`` (``invoke`` / ``ainvoke``; ``add_node(name, node)``), and every
-compiled graph can be added as a subgraph node of a user's graph (shared keys flow both ways).
-The graph builders take ``checkpointer=`` for standalone use (as a subgraph the parent's applies).
-No reducers are used, so a parent state may declare the same keys with plain overwrite semantics.
+Handles (index, retriever, LLM) are captured by the node factories (closures) or, for
+``make_retrieve_node()`` / ``make_generate_node()`` made without one, read from the graph's run-time
+context (:class:`KGRAGContext`: ``StateGraph(S, context_schema=KGRAGContext)``, ``invoke(...,
+context={...})``); never stored in state. Nodes emit per-step events for ``stream_mode="custom"``
+(:mod:`.events`). Every node is a ``RunnableLambda`` (``invoke`` / ``ainvoke``; ``add_node(name,
+node)``), and every compiled graph can be added as a subgraph node of a user's graph (shared keys flow
+both ways). The graph builders take ``checkpointer=`` for standalone use (as a subgraph the parent's
+applies); ``interrupt_before=["retrieve"]`` works at compile or call time with a checkpointer. Only
+``messages`` has a reducer (``add_messages``), so a parent state may declare the other keys with plain
+overwrite semantics.
 """
 
 from .._extras import require
@@ -52,7 +62,9 @@ from .sa_rag import (  # noqa: E402
     sa_route_after_retrieve,
 )
 from .state import (  # noqa: E402
+    KGRAGContext,
     KGRAGState,
+    documents_as_text,
     documents_to_passages,
     evidence_to_documents,
     passage_to_document,
@@ -61,9 +73,11 @@ from .state import (  # noqa: E402
 from .translator import make_translator_node, translator_graph  # noqa: E402
 
 __all__ = [
+    "KGRAGContext",
     "KGRAGState",
     "Know3State",
     "activation_graph",
+    "documents_as_text",
     "documents_to_passages",
     "evidence_to_documents",
     "frag_graph",

@@ -11,9 +11,18 @@ from langgraph.graph import END, START, StateGraph
 from ...index.store import KnowledgeIndex
 from ...models.llm import as_llm
 from ...types import Evidence, Fact
+from .events import emit, emit_trace
 from .nodes import ROUTES, is_frag, make_generate_node, method_of, runnable_node, same_llm
 from .router import make_route_node, route_by_hops
-from .state import KGRAGState, documents_to_passages, evidence_to_documents, question_of, with_trace
+from .state import (
+    KGRAGState,
+    add_llm_errors,
+    answer_update,
+    documents_to_passages,
+    evidence_to_documents,
+    question_of,
+    with_trace,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from langgraph.graph.state import CompiledStateGraph
@@ -43,10 +52,15 @@ def make_frag_node(retriever: FRAGRetriever, route: str | None = None, k: int = 
             "topic_entities": state.get("topic_entities"),
         }
 
+    node_name = f"frag_{route}" if route else "frag"
+
     def update(state: dict[str, Any], ev: Evidence) -> dict[str, Any]:
+        facts = [f.text for f in ev.facts]
+        emit_trace(node_name, {"route": ev.trace.get("route")})
+        emit({"event": "paths", "node": node_name, "paths": facts, "answers": list(ev.trace.get("answers") or [])})
         return {
             "documents": evidence_to_documents(ev, retriever=retriever.name),
-            "facts": [f.text for f in ev.facts],
+            "facts": facts,
             "answers": list(ev.trace.get("answers") or []),
             "route": ev.trace.get("route"),
             "trace": with_trace(state, frag=ev.trace),
@@ -60,7 +74,7 @@ def make_frag_node(retriever: FRAGRetriever, route: str | None = None, k: int = 
         q, kw = args(state)
         return update(state, await asyncio.to_thread(retriever.evidence, q, k, **kw))
 
-    return runnable_node(f"frag_{route}" if route else "frag", frag, afrag)
+    return runnable_node(node_name, frag, afrag)
 
 
 def frag_generate_node(frag: FRAGRetriever) -> RunnableLambda:
@@ -73,14 +87,10 @@ def frag_generate_node(frag: FRAGRetriever) -> RunnableLambda:
         facts = [f if isinstance(f, Fact) else Fact(str(f), kind="path") for f in state.get("facts") or ()]
         ev = Evidence(q, documents_to_passages(state.get("documents")), facts, frag_trace)
         ans = frag.answer(q, evidence=ev)
-        update: dict[str, Any] = {"generation": ans.text}
-        if ans.metadata.get("llm_error"):
-            errors = [
-                *(state.get("trace") or {}).get("llm_error", []),
-                {"step": "answer", "error": ans.metadata["llm_error"]},
-            ]
-            update["trace"] = with_trace(state, llm_error=errors)
-        return update
+        if ans.metadata.get("llm_error"):  # logged at WARNING by the method
+            errors = [{"step": "answer", "error": ans.metadata["llm_error"]}]
+            return answer_update(state, ans.text, trace=add_llm_errors(state, errors))
+        return answer_update(state, ans.text)
 
     return runnable_node("generate", generate)
 

@@ -10,6 +10,7 @@ from langgraph.graph import END, START, StateGraph
 
 from ...index.store import KnowledgeIndex
 from ...models.llm import as_llm
+from .events import emit_trace
 from .nodes import make_generate_node, method_of, runnable_node, same_llm
 from .state import KGRAGState, documents_to_passages, evidence_to_documents, llm_error_trace, question_of, with_trace
 
@@ -56,10 +57,12 @@ def make_activation_node(retriever: Any) -> RunnableLambda:
     def activate(state: dict[str, Any]) -> dict[str, Any]:
         q = question_of(state)
         memory = retriever.activate(q, retriever.seed(q))
+        trace = memory.trace()
+        emit_trace("activate", trace)
         return {
             "facts": [f.text for f in memory.facts(getattr(memory, "scores", None))],
             "activation": _memory_to_state(memory),
-            "trace": with_trace(state, activation=memory.trace()),
+            "trace": with_trace(state, activation=trace),
         }
 
     return runnable_node("activate", activate)
@@ -91,6 +94,15 @@ def make_dual_retrieve_node(retriever: Any, k_each: int | None = None) -> Runnab
         q = question_of(state)
         n = k_each if k_each is not None else getattr(retriever, "k_passages", 3)
         passages = retriever.dual_retrieve(q, state.get("expanded_query") or q, k_each=n)
+        emit_trace(
+            "retrieve",
+            None,
+            event="retrieve",
+            query=q,
+            expanded_query=state.get("expanded_query") or q,
+            documents=[sp.passage.id for sp in passages],
+            scores=[round(float(sp.score), 6) for sp in passages],
+        )
         return {"documents": evidence_to_documents(passages, retriever=getattr(retriever, "name", ""))}
 
     return runnable_node("retrieve", dual)

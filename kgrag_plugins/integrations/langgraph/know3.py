@@ -20,6 +20,7 @@ from langgraph.graph import END, START, StateGraph
 
 from ...index.store import KnowledgeIndex
 from ...methods.know3.verify import KGVerifier
+from .events import emit_trace
 from .nodes import make_retrieve_node, retrieve_then_generate, runnable_node
 from .state import KGRAGState, documents_to_passages, question_of, with_trace
 
@@ -72,6 +73,7 @@ def make_kge_verifier_node(
             turn=int(state.get("turn") or 0),
         )
         slim = {k: v for k, v in res.items() if k != "extraction"}
+        emit_trace("verify", slim)
         return {output_key: slim, "trace": with_trace(state, verify=res)}
 
     return runnable_node("verify", verify)
@@ -111,8 +113,7 @@ def know3_wrap(
         raise ValueError(f"max_turns must be >= 0, got {max_turns}")
 
     def start(state: dict[str, Any]) -> dict[str, Any]:
-        question_of(state)
-        return {"turn": 0, "query": state.get("query") or state["question"]}
+        return {"turn": 0, "query": state.get("query") or question_of(state)}
 
     def enhance(state: dict[str, Any]) -> dict[str, Any]:
         q = verifier.enhance(question_of(state))

@@ -1,5 +1,6 @@
-"""Generic nodes: any kgrag ``Retriever`` as a retrieve node, answer generation, and the helpers
-the per-method modules build their nodes and graphs with."""
+"""Generic nodes: any kgrag ``Retriever`` as a retrieve node, answer generation (handles from
+closures or the graph's run-time context), and the helpers the per-method modules build their
+nodes and graphs with."""
 
 from __future__ import annotations
 
@@ -12,7 +13,18 @@ from langgraph.graph import END, START, StateGraph
 from ...index.store import KnowledgeIndex
 from ...models.llm import as_llm
 from ...types import Evidence
-from .state import KGRAGState, evidence_to_documents, question_of, state_to_evidence, with_trace
+from .events import emit_trace
+from .prompt import prompt_builder
+from .state import (
+    KGRAGState,
+    add_llm_errors,
+    answer_update,
+    context_value,
+    evidence_to_documents,
+    question_of,
+    state_to_evidence,
+    with_trace,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from langgraph.graph.state import CompiledStateGraph
@@ -26,71 +38,161 @@ def runnable_node(
     return RunnableLambda(func, afunc=afunc, name=name)
 
 
-def make_retrieve_node(
-    retriever: Retriever, k: int = 5, *, node_name: str = "retrieve", trace_key: str = "retrieve"
-) -> RunnableLambda:
-    """Any kgrag ``Retriever`` as a node: query = ``state["query"]`` or ``state["question"]``;
-    writes ``documents``, ``facts`` and ``trace[trace_key]``. ``ainvoke`` awaits ``aretrieve``."""
-    name = getattr(retriever, "name", "retriever")
+def _context_retriever(cache: dict[int, Any]) -> Any:
+    """The retriever of the running graph's context: ``retriever``, else an ``ActivationRetriever``
+    over ``index`` (built once per index and node)."""
+    found = context_value("retriever")
+    if found is not None:
+        return found
+    index = context_value("index")
+    if index is None:
+        raise ValueError(
+            "this retrieve node was made without a retriever: give one, or run the graph with "
+            "context={'retriever': ...} or context={'index': ...} (StateGraph(..., context_schema=KGRAGContext))"
+        )
+    entry = cache.get(id(index))
+    if entry is None or entry[0] is not index:
+        from ...methods.activation import ActivationRetriever
 
-    def update(state: dict[str, Any], ev: Evidence) -> dict[str, Any]:
+        entry = cache[id(index)] = (index, ActivationRetriever(index))
+    return entry[1]
+
+
+def make_retrieve_node(
+    retriever: Retriever | None = None,
+    k: int = 5,
+    *,
+    node_name: str = "retrieve",
+    trace_key: str = "retrieve",
+    as_text: bool = False,
+) -> RunnableLambda:
+    """Any kgrag ``Retriever`` as a node: query = ``state["query"]``, else ``state["question"]``,
+    else the last human message of ``state["messages"]``; writes ``documents``, ``facts`` and
+    ``trace[trace_key]`` (this call's trace: each run writes its own, nothing is kept on the node).
+
+    ``retriever=None``: taken at run time from the graph's context (``context={"retriever": r}``,
+    or ``{"index": index}`` for an ``ActivationRetriever``; see :class:`KGRAGContext`).
+    ``as_text=True`` writes ``documents`` as ``list[str]`` (the tutorials' state) instead of
+    ``Document`` s. Emits ``stream_mode="custom"`` events (``retrieve``, then the trace's
+    ``seeds`` / ``activation_round`` / ``clues`` ...; :mod:`.events`). ``ainvoke`` awaits ``aretrieve``.
+    """
+    cache: dict[int, Any] = {}
+
+    def resolve() -> Any:
+        return retriever if retriever is not None else _context_retriever(cache)
+
+    def query_of(state: dict[str, Any]) -> str:
+        return state.get("query") or question_of(state)
+
+    def update(state: dict[str, Any], ev: Evidence, r: Any, query: str) -> dict[str, Any]:
+        name = getattr(r, "name", "retriever")
+        docs = evidence_to_documents(ev, retriever=name)
+        emit_trace(
+            node_name,
+            ev.trace,
+            event="retrieve",
+            query=query,
+            retriever=name,
+            documents=[d.id for d in docs],
+            scores=[round(float(sp.score), 6) for sp in ev.passages],
+            facts=len(ev.facts),
+        )
         return {
-            "documents": evidence_to_documents(ev, retriever=name),
+            "documents": [d.page_content for d in docs] if as_text else docs,
             "facts": [f.text for f in ev.facts],
             "trace": with_trace(state, **{trace_key: ev.trace}),
         }
 
     def retrieve(state: dict[str, Any]) -> dict[str, Any]:
-        return update(state, retriever.retrieve(state.get("query") or question_of(state), k))
+        r, q = resolve(), query_of(state)
+        return update(state, r.retrieve(q, k), r, q)
 
     async def aretrieve(state: dict[str, Any]) -> dict[str, Any]:
-        return update(state, await retriever.aretrieve(state.get("query") or question_of(state), k))
+        r, q = resolve(), query_of(state)
+        return update(state, await r.aretrieve(q, k), r, q)
 
     return runnable_node(node_name, retrieve, aretrieve)
 
 
-def make_generate_node(llm: Any = None, *, method: Any = None, max_passages: int = 5) -> RunnableLambda:
-    """Answer generation, written to ``generation``.
+def make_generate_node(
+    llm: Any = None,
+    *,
+    method: Any = None,
+    max_passages: int = 5,
+    prompt: Any = None,
+    whole: bool = True,
+    max_tokens: int | None = None,
+) -> RunnableLambda:
+    """Answer generation, written to ``generation`` (and, when the state has ``messages``,
+    appended to them as an ``AIMessage``).
 
-    With ``llm`` (ours, LangChain or LlamaIndex): :func:`~kgrag_plugins.methods.answer.generate_answer`
-    over ``documents`` + ``facts``. With ``method``: its own answer step, i.e. a
-    ``KGInfusedRetriever`` (``answer(question, evidence, note=state["note"])``), an ``SARAGCoT``
-    (``final_answer(question, state["context"])``) or a ``FRAGRetriever`` (FRAG's reasoning prompt
-    over the paths in ``facts``, first line of the reply; LLM-free or after an LLM error, which goes
-    to ``trace["llm_error"]``: the first of ``answers``).
+    With ``llm`` (ours, LangChain or LlamaIndex), or without one: the ``llm`` of the graph's
+    context (:class:`KGRAGContext`): :func:`~kgrag_plugins.methods.answer.generate_answer` over
+    ``documents`` (``Document`` s, strings or dicts) + ``facts``. ``prompt``: a ``str`` with
+    ``{question}`` / ``{context}`` or a ``ChatPromptTemplate`` (``context`` gets the evidence in
+    data blocks; :mod:`.prompt`); default the house answer prompt. The whole reply is the answer
+    (``whole=False``: its first line), with no token cap unless ``max_tokens`` is given. An LLM
+    failure or a reply that stays invalid logs a WARNING, goes to ``trace["llm_error"]`` and
+    gives the LLM-free answer (the first of ``answers``, else ``""``). With no LLM at all
+    (offline): the first of ``answers``, else ``None``.
+
+    With ``method``: its own answer step, i.e. a ``KGInfusedRetriever`` (``answer(question,
+    evidence, note=state["note"])``), an ``SARAGCoT`` (``final_answer(question, state["context"])``)
+    or a ``FRAGRetriever`` (FRAG's reasoning prompt over the paths in ``facts``, first line of the
+    reply; LLM-free or after an LLM error, which goes to ``trace["llm_error"]``: the first of ``answers``).
     """
-    if (llm is None) == (method is None):
-        raise ValueError("make_generate_node needs exactly one of llm= or method=")
+    if llm is not None and method is not None:
+        raise ValueError("make_generate_node takes at most one of llm= or method=")
     if method is not None:
-        if is_frag(method):
-            from .frag import frag_generate_node
-
-            return frag_generate_node(method)
-        if callable(getattr(method, "final_answer", None)):  # SA-RAG CoT
-
-            def generate(state: dict[str, Any]) -> dict[str, Any]:
-                q = question_of(state)
-                context = state.get("context") or method.retriever.context(state_to_evidence(state))
-                return {"generation": method.final_answer(q, context)}
-
-        elif callable(getattr(method, "answer", None)):  # KG-Infused RAG
-
-            def generate(state: dict[str, Any]) -> dict[str, Any]:
-                ans = method.answer(question_of(state), state_to_evidence(state), note=state.get("note"))
-                return {"generation": ans.text}
-
-        else:
-            raise TypeError(f"{type(method).__name__} has no answer()/final_answer() step")
-        return runnable_node("generate", generate)
+        if prompt is not None:
+            raise ValueError("prompt= is for llm= generation; a method= answers with its own prompt")
+        return _method_generate_node(method)
 
     from ...methods.answer import generate_answer
 
+    build = prompt_builder(prompt)
     model = as_llm(llm)
 
     def generate(state: dict[str, Any]) -> dict[str, Any]:
-        ans = generate_answer(model, question_of(state), state_to_evidence(state), max_passages=max_passages)
-        return {"generation": ans.text}
+        q = question_of(state)
+        m = model if model is not None else as_llm(context_value("llm"))
+        if m is None:
+            answers = state.get("answers") or []
+            return answer_update(state, str(answers[0]) if answers else None)
+        ev = state_to_evidence(state)
+        messages = build(q, ev, max_passages, state.get("messages")) if build is not None else None
+        ans = generate_answer(
+            m, q, ev, max_passages=max_passages, whole=whole, max_tokens=max_tokens, messages=messages
+        )
+        if ans.metadata.get("fallback"):  # logged at WARNING; the LLM-free answer, never the reply
+            answers = state.get("answers") or []
+            text = ans.text or (str(answers[0]) if answers else "")
+            return answer_update(state, text, trace=add_llm_errors(state, ans.metadata.get("llm_error") or []))
+        return answer_update(state, ans.text)
 
+    return runnable_node("generate", generate)
+
+
+def _method_generate_node(method: Any) -> RunnableLambda:
+    if is_frag(method):
+        from .frag import frag_generate_node
+
+        return frag_generate_node(method)
+    if callable(getattr(method, "final_answer", None)):  # SA-RAG CoT
+
+        def generate(state: dict[str, Any]) -> dict[str, Any]:
+            q = question_of(state)
+            context = state.get("context") or method.retriever.context(state_to_evidence(state))
+            return answer_update(state, method.final_answer(q, context))
+
+    elif callable(getattr(method, "answer", None)):  # KG-Infused RAG
+
+        def generate(state: dict[str, Any]) -> dict[str, Any]:
+            ans = method.answer(question_of(state), state_to_evidence(state), note=state.get("note"))
+            return answer_update(state, ans.text)
+
+    else:
+        raise TypeError(f"{type(method).__name__} has no answer()/final_answer() step")
     return runnable_node("generate", generate)
 
 
@@ -121,12 +223,13 @@ def check_route(route: Any, source: str) -> str:
 def retrieve_then_generate(
     retrieve_node: Any, llm: Any, *, node: str, name: str, checkpointer: Any = None
 ) -> CompiledStateGraph:
-    """``node -> [generate]``: a retrieval node, then the house answer prompt when ``llm`` is given."""
+    """``node -> [generate]``: a retrieval node, then the house answer prompt when ``llm`` is given
+    (the reply's first line, at most 64 tokens: the method graphs answer like the benchmarks)."""
     g = StateGraph(KGRAGState)
     g.add_node(node, retrieve_node)
     g.add_edge(START, node)
     if llm is not None:
-        g.add_node("generate", make_generate_node(llm))
+        g.add_node("generate", make_generate_node(llm, whole=False, max_tokens=64))
         g.add_edge(node, "generate")
         g.add_edge("generate", END)
     else:

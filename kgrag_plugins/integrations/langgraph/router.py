@@ -11,6 +11,7 @@ import numpy as np
 from langchain_core.runnables import Runnable, RunnableLambda
 from langgraph.graph import END, START, StateGraph
 
+from .events import emit_trace
 from .nodes import check_route, is_frag, make_retrieve_node, runnable_node
 from .state import KGRAGState, question_of, with_trace
 
@@ -77,6 +78,7 @@ def make_route_node(classifier: Any = None, *, embedder: Embedder | None = None)
     def route(state: dict[str, Any]) -> dict[str, Any]:
         r, p, by = router(state.get("query") or question_of(state))
         r = check_route(r, "the hop classifier")
+        emit_trace("router", {"route": {"route": r, "p_complex": p, "by": by}})
         return {"route": r, "trace": with_trace(state, route={"route": r, "p_complex": p, "by": by})}
 
     return runnable_node("router", route)

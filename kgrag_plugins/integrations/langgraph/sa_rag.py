@@ -10,6 +10,7 @@ from langchain_core.runnables import RunnableLambda
 from langgraph.graph import END, START, StateGraph
 
 from ...models.llm import as_llm
+from .events import emit, emit_trace
 from .nodes import make_generate_node, method_of, runnable_node
 from .state import KGRAGState, evidence_to_documents, question_of, with_trace
 
@@ -43,6 +44,16 @@ def make_sa_retrieve_node(retriever: Any, cot: Any = None, k: int | None = None)
         docs = evidence_to_documents(ev, retriever=getattr(retriever, "name", ""))
         facts = [f.text for f in ev.facts]
         record = {"query": query, **ev.trace}
+        emit_trace(
+            "retrieve",
+            ev.trace,
+            event="retrieve",
+            query=query,
+            follow_up=follow_up,
+            documents=[sp.passage.id for sp in ev.passages],
+            scores=[round(float(sp.score), 6) for sp in ev.passages],
+            facts=len(ev.facts),
+        )
         if follow_up:
             context = cot.merge_context(reasoning["provided_context"], context)
             docs = _merge_documents(state.get("documents") or [], docs)
@@ -66,6 +77,7 @@ def make_sa_reason_node(cot: Any) -> RunnableLambda:
     def reason(state: dict[str, Any]) -> dict[str, Any]:
         out, error = cot.reason_with_error(question_of(state), state.get("context") or "")
         entry = out if out is not None else {"error": error}
+        emit({"event": "reasoning", "node": "reason", **entry})
         update: dict[str, Any] = {
             "reasoning": out,
             "steps": int(state.get("steps") or 0) + 1,

@@ -1,24 +1,34 @@
-"""The state schema every kgrag graph shares (:class:`KGRAGState`) and the translation between
-state keys and kgrag shapes (``Document`` <-> ``ScoredPassage``, state -> ``Evidence``)."""
+"""The state schema every kgrag graph shares (:class:`KGRAGState`), the run-time context schema
+(:class:`KGRAGContext`) and the translation between state keys and kgrag shapes (``Document`` /
+``str`` / ``dict`` <-> ``ScoredPassage``, state -> ``Evidence``, ``messages`` -> question)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import logging
+from collections.abc import Mapping
+from typing import Annotated, Any
 
 from langchain_core.documents import Document
+from langchain_core.messages import AIMessage, AnyMessage
+from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 from ...types import Evidence, Fact, Passage, ScoredPassage
 
-if TYPE_CHECKING:  # pragma: no cover
-    pass
+logger = logging.getLogger(__name__)
+
+#: What ``documents`` may hold: LangChain ``Document`` s (what our nodes write), plain strings (the
+#: LangGraph RAG tutorials' ``list[str]``) or dicts ``{"id", "text" | "page_content", "title", "score"}``.
+DocumentLike = Document | str | dict[str, Any]
 
 
 class KGRAGState(TypedDict, total=False):
-    """Graph state shared by every kgrag graph (all keys optional; start with ``{"question": ...}``)."""
+    """Graph state shared by every kgrag graph (all keys optional; start with ``{"question": ...}``
+    or ``{"messages": [HumanMessage(...)]}``)."""
 
     question: str
-    documents: list[Document]
+    messages: Annotated[list[AnyMessage], add_messages]
+    documents: list[DocumentLike]
     facts: list[str]
     generation: str | None
     trace: dict[str, Any]
@@ -36,6 +46,16 @@ class KGRAGState(TypedDict, total=False):
     route: str
     answers: list[str]
     topic_entities: list[str]
+
+
+class KGRAGContext(TypedDict, total=False):
+    """Run-time handles for ``StateGraph(State, context_schema=KGRAGContext)`` and
+    ``graph.invoke(state, context={...})``: a node made without a handle (``make_retrieve_node()``,
+    ``make_generate_node()``) reads it from ``Runtime.context``. A closure-given handle wins."""
+
+    index: Any  # a KnowledgeIndex: the retrieve node builds an ActivationRetriever over it
+    retriever: Any  # any kgrag Retriever
+    llm: Any  # ours, a LangChain chat model or a LlamaIndex LLM
 
 
 def _small_metadata(data: dict[str, Any]) -> dict[str, Any]:
@@ -64,43 +84,118 @@ def evidence_to_documents(evidence: Evidence | list[ScoredPassage], *, retriever
 
 
 def documents_to_passages(documents: list[Any] | None) -> list[ScoredPassage]:
-    """Inverse of :func:`evidence_to_documents`; also accepts dicts ``{"id", "text", "title", "score"}``."""
+    """Inverse of :func:`evidence_to_documents`; also accepts plain strings (the tutorials'
+    ``documents: list[str]``; id ``doc-<i>``, score 0), dicts ``{"id", "text" | "page_content",
+    "title", "score"}`` and any object with ``page_content`` (and optional ``metadata`` / ``id``)."""
     out = []
     for i, d in enumerate(documents or ()):
-        if isinstance(d, Document):
-            meta = dict(d.metadata)
-            pid = d.id or meta.get("id") or f"doc-{i}"
-            text = d.page_content
-        elif isinstance(d, dict):
+        if isinstance(d, str):
+            out.append(ScoredPassage(Passage(f"doc-{i}", d, ""), 0.0))
+            continue
+        if isinstance(d, dict):
             meta = {k: v for k, v in d.items() if k not in ("text", "page_content")}
             pid = d.get("id") or f"doc-{i}"
             text = d.get("text", d.get("page_content", ""))
+        elif isinstance(d, Document) or isinstance(getattr(d, "page_content", None), str):
+            meta = dict(getattr(d, "metadata", None) or {})
+            pid = getattr(d, "id", None) or meta.get("id") or f"doc-{i}"
+            text = d.page_content
         else:
-            raise TypeError(f"documents must be LangChain Documents or dicts, got {type(d).__name__}")
+            raise TypeError(f"documents must be LangChain Documents, strings or dicts, got {type(d).__name__}")
         score = float(meta.pop("score", 0.0) or 0.0)
         title = meta.pop("title", "") or ""
         for key in ("id", "kind", "retriever"):
             meta.pop(key, None)
-        out.append(ScoredPassage(Passage(str(pid), text, title, meta), score))
+        out.append(ScoredPassage(Passage(str(pid), str(text), str(title), meta), score))
     return out
+
+
+def documents_as_text(documents: list[Any] | None) -> list[str]:
+    """The texts of ``documents`` (any accepted shape), for a state declaring ``documents: list[str]``."""
+    return [sp.passage.text for sp in documents_to_passages(documents)]
 
 
 def state_to_evidence(state: dict[str, Any], *, query_key: str = "question") -> Evidence:
     """Rebuild an ``Evidence`` from ``documents`` / ``facts`` / ``trace`` in a state."""
     facts = [f if isinstance(f, Fact) else Fact(str(f)) for f in state.get("facts") or ()]
-    return Evidence(
-        state.get(query_key) or state.get("question", ""),
-        documents_to_passages(state.get("documents")),
-        facts,
-        dict(state.get("trace") or {}),
-    )
+    question = state.get(query_key) or state.get("question") or last_human_message(state.get("messages")) or ""
+    return Evidence(question, documents_to_passages(state.get("documents")), facts, dict(state.get("trace") or {}))
+
+
+# --------------------------------------------------------------------------- messages
+
+
+def _content_text(content: Any) -> str:
+    """A message's content as text (a list of content parts: their ``text`` parts joined)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p if isinstance(p, str) else p.get("text", "") for p in content if isinstance(p, (str, dict))]
+        return "".join(parts)
+    return "" if content is None else str(content)
+
+
+def last_human_message(messages: Any) -> str:
+    """Text of the last human message in ``messages`` ('' when there is none). Accepts LangChain
+    messages, dicts ``{"role": "user" | "human", "content"}``, ``(role, content)`` pairs and bare
+    strings (a human message, as ``add_messages`` reads them)."""
+    for m in reversed(list(messages or ())):
+        if isinstance(m, str):
+            role, content = "human", m
+        elif isinstance(m, Mapping):
+            role, content = m.get("role") or m.get("type"), m.get("content")
+        elif isinstance(m, (tuple, list)) and len(m) == 2:
+            role, content = m
+        else:
+            role, content = getattr(m, "type", None), getattr(m, "content", None)
+        if role in ("human", "user"):
+            text = _content_text(content).strip()
+            if text:
+                return text
+    return ""
 
 
 def question_of(state: dict[str, Any]) -> str:
+    """``state["question"]``, else the text of the last human message in ``state["messages"]``."""
     q = state.get("question")
-    if not isinstance(q, str) or not q.strip():
-        raise ValueError("graph state needs a non-empty 'question'")
-    return q
+    if isinstance(q, str) and q.strip():
+        return q
+    q = last_human_message(state.get("messages"))
+    if q:
+        return q
+    raise ValueError("graph state needs a non-empty 'question' or a human message in 'messages'")
+
+
+def answer_update(state: dict[str, Any], text: str | None, **extra: Any) -> dict[str, Any]:
+    """A generate node's update: ``generation`` (+ ``extra``), and, when the state has
+    ``messages``, the answer appended as an ``AIMessage`` (one new message: ``messages`` has the
+    ``add_messages`` reducer). An empty or missing answer adds no message."""
+    update: dict[str, Any] = {"generation": text, **extra}
+    if state.get("messages") and text:
+        update["messages"] = [AIMessage(content=text)]
+    return update
+
+
+# --------------------------------------------------------------------------- run-time context
+
+
+def context_value(name: str) -> Any:
+    """``Runtime.context[name]`` of the running graph (a dict or an object with attributes);
+    ``None`` outside a graph run, without a context, or when the context lacks ``name``."""
+    try:
+        from langgraph.runtime import get_runtime
+
+        ctx = getattr(get_runtime(), "context", None)
+    except (ImportError, RuntimeError, KeyError):  # no graph run (a node invoked on its own)
+        return None
+    if ctx is None:
+        return None
+    if isinstance(ctx, Mapping):
+        return ctx.get(name)
+    return getattr(ctx, name, None)
+
+
+# --------------------------------------------------------------------------- trace
 
 
 def with_trace(state: dict[str, Any], **entries: Any) -> dict[str, Any]:
@@ -108,5 +203,12 @@ def with_trace(state: dict[str, Any], **entries: Any) -> dict[str, Any]:
 
 
 def llm_error_trace(state: dict[str, Any], step: str, exc: Exception) -> dict[str, Any]:
-    errors = [*(state.get("trace") or {}).get("llm_error", []), {"step": step, "error": str(exc)}]
-    return with_trace(state, llm_error=errors)
+    """``trace`` with ``{"step", "error"}`` appended to ``trace["llm_error"]``; logs a WARNING
+    (the node keeps its LLM-free output)."""
+    logger.warning("LangGraph node step %r: LLM failed, keeping the LLM-free output: %s", step, exc)
+    return add_llm_errors(state, [{"step": step, "error": str(exc)}])
+
+
+def add_llm_errors(state: dict[str, Any], errors: list[dict[str, Any]]) -> dict[str, Any]:
+    """``trace`` with ``errors`` appended to ``trace["llm_error"]`` (already logged by the caller)."""
+    return with_trace(state, llm_error=[*(state.get("trace") or {}).get("llm_error", []), *errors])

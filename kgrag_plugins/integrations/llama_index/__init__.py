@@ -2,7 +2,10 @@
 
 Needs the ``llama-index`` extra (``pip install 'kgrag-plugins[llama-index]'``). Modules: ``retrievers``
 (:class:`KGRetriever`, :class:`SpreadingActivationRetriever`, :class:`HopAwareRetriever`), ``nodes``
-(``Evidence`` -> ``NodeWithScore``), ``llm`` (:class:`LlamaIndexLLM`).
+(``Evidence`` -> ``NodeWithScore``), ``llm`` (:class:`LlamaIndexLLM`, :class:`KGRAGLlamaLLM`),
+``build`` (:func:`build_index`, :func:`as_retriever`, :func:`as_query_engine`), ``embeddings``
+(:class:`KGRAGEmbedding`, :class:`LlamaIndexEmbedder`), ``graph_store`` (PropertyGraphStore import /
+export), ``prompt_mixin`` (``get_prompts`` / ``update_prompts``). See docs/frameworks.md.
 
 Example::
 
@@ -17,8 +20,15 @@ from .._extras import require
 
 require("llama-index", "llama_index.core", feature="kgrag_plugins.integrations.llama_index")
 
+from .build import as_query_engine, as_retriever, build_index, nodes_to_passages  # noqa: E402
+from .embeddings import KGRAGEmbedding, LlamaIndexEmbedder  # noqa: E402
+from .graph_store import (  # noqa: E402
+    graph_from_property_graph_store,
+    graph_to_property_graph_store,
+    passages_from_property_graph_store,
+)
 from .know3 import KGEVerifierPostprocessor, Know3QueryEngine  # noqa: E402
-from .llm import LlamaIndexLLM  # noqa: E402
+from .llm import KGRAGLlamaLLM, LlamaIndexLLM  # noqa: E402
 from .nodes import evidence_to_nodes, fact_to_node, passage_to_node  # noqa: E402
 from .retrievers import VARIANTS, HopAwareRetriever, KGRetriever, SpreadingActivationRetriever  # noqa: E402
 from .translator import ClueTranslationRetriever  # noqa: E402
@@ -27,12 +37,22 @@ __all__ = [
     "ClueTranslationRetriever",
     "HopAwareRetriever",
     "KGEVerifierPostprocessor",
+    "KGRAGEmbedding",
+    "KGRAGLlamaLLM",
     "KGRetriever",
     "Know3QueryEngine",
+    "LlamaIndexEmbedder",
     "LlamaIndexLLM",
     "SpreadingActivationRetriever",
     "VARIANTS",
+    "as_query_engine",
+    "as_retriever",
+    "build_index",
     "evidence_to_nodes",
     "fact_to_node",
+    "graph_from_property_graph_store",
+    "graph_to_property_graph_store",
+    "nodes_to_passages",
     "passage_to_node",
+    "passages_from_property_graph_store",
 ]

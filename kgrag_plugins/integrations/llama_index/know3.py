@@ -119,10 +119,16 @@ class Know3QueryEngine(BaseQueryEngine):
         return {}
 
     def _get_prompts(self) -> PromptDictType:
-        return {}
+        """Know³'s LLM prompts (Figs. 6-8 instruction texts: ``qa``, ``reference_generation``,
+        ``query_generation``) as ``PromptTemplate`` s."""
+        from .prompt_mixin import method_prompts
+
+        return method_prompts(self._loop)
 
     def _update_prompts(self, prompts_dict: PromptDictType) -> None:
-        return None
+        from .prompt_mixin import update_method_prompts
+
+        update_method_prompts(self._loop, prompts_dict)
 
     def _query(self, query_bundle: QueryBundle) -> Response:
         ans = self._loop.run(query_bundle.query_str, self._k)

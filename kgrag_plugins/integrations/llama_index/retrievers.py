@@ -5,10 +5,15 @@ Shape translation only (DESIGN.md, "Conventions for the integrations")::
     Evidence.passages -> NodeWithScore(TextNode(id_=passage.id, text, metadata={"title", "kind": "passage"}), score)
     Evidence.facts    -> NodeWithScore(TextNode(text=fact.text, metadata={"kind": "fact"|"path"|"clue"}), fact.score)
 
-Passages come first (in the method's order, scores descending), then facts. Only ``title`` is shown
-to the LLM / embedder; the other metadata keys are excluded from both. The last ``Evidence`` (with
-its trace: seeds, activation rounds, ...) is kept on the retriever as ``last_evidence`` /
-``last_trace`` instead of being copied into every node.
+Passages come first (in the method's order), then at most ``max_facts`` facts (default 5;
+``include_facts=False`` for none). Scores are cosine-like in [0, 1] (``max(0, cos(query, item))``
+from the index's vectors; ``score="method"`` keeps the method's own scale), so LlamaIndex's
+``SimilarityPostprocessor(similarity_cutoff=...)`` reads them; the method's score is in
+``metadata["method_score"]``. Only ``title`` is shown to the LLM / embedder; the other metadata
+keys are excluded from both. The last ``Evidence`` (with its trace: seeds, activation rounds, ...)
+is kept on the retriever as ``last_evidence`` / ``last_trace`` instead of being copied into every
+node. ``get_prompts()`` / ``update_prompts()`` expose the LLM prompts of the wrapped method
+(:mod:`.prompt_mixin`).
 
 Example::
 
@@ -26,11 +31,14 @@ from typing import TYPE_CHECKING, Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks.base import CallbackManager
+from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from ...models.llm import as_llm
 from ...types import Evidence
-from .nodes import evidence_to_nodes
+from .._common import DEFAULT_MAX_FACTS, scored_items
+from .nodes import item_to_node
+from .prompt_mixin import method_prompts, update_method_prompts
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...index.store import KnowledgeIndex
@@ -49,8 +57,10 @@ class KGRetriever(BaseRetriever):
     """Wrap any kgrag ``Retriever`` (``retrieve(query, k) -> Evidence``) as a LlamaIndex retriever.
 
     ``similarity_top_k`` is the ``k`` passed to the method (number of passages). Facts follow the
-    passages when ``include_facts`` (at most ``max_facts``). ``aretrieve`` awaits the wrapped
-    retriever's ``aretrieve``. ``last_evidence`` / ``last_trace`` hold the most recent result.
+    passages when ``include_facts`` (at most ``max_facts``, default 5; ``None``: all). ``score``:
+    ``"cosine"`` (default; needs the method's ``index``, else the method's scores are kept) or
+    ``"method"``. ``aretrieve`` awaits the wrapped retriever's ``aretrieve``. ``last_evidence`` /
+    ``last_trace`` hold the most recent result.
     """
 
     def __init__(
@@ -59,10 +69,13 @@ class KGRetriever(BaseRetriever):
         *,
         similarity_top_k: int = 5,
         include_facts: bool = True,
-        max_facts: int | None = None,
+        max_facts: int | None = DEFAULT_MAX_FACTS,
+        score: str = "cosine",
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
+        if score not in ("cosine", "method"):
+            raise ValueError(f"score must be 'cosine' or 'method', got {score!r}")
         if not callable(getattr(retriever, "retrieve", None)):
             raise TypeError(f"expected a kgrag Retriever with retrieve(query, k), got {type(retriever).__name__}")
         if similarity_top_k < 1:
@@ -71,6 +84,7 @@ class KGRetriever(BaseRetriever):
         self.similarity_top_k = similarity_top_k
         self.include_facts = include_facts
         self.max_facts = max_facts
+        self.score = score
         self.last_evidence: Evidence | None = None
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
@@ -81,12 +95,22 @@ class KGRetriever(BaseRetriever):
 
     def _to_nodes(self, evidence: Evidence) -> list[NodeWithScore]:
         self.last_evidence = evidence
-        return evidence_to_nodes(
+        items = scored_items(
             evidence,
+            index=getattr(self.retriever, "index", None),
             include_facts=self.include_facts,
             max_facts=self.max_facts,
             retriever=getattr(self.retriever, "name", ""),
+            score=self.score,
         )
+        return [item_to_node(it) for it in items]
+
+    # PromptMixin: the wrapped method's LLM prompts (empty for LLM-free methods)
+    def _get_prompts(self) -> PromptDictType:
+        return method_prompts(self.retriever)
+
+    def _update_prompts(self, prompts: PromptDictType) -> None:
+        update_method_prompts(self.retriever, prompts)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return self._to_nodes(self.retriever.retrieve(query_bundle.query_str, self.similarity_top_k))
@@ -152,7 +176,8 @@ class SpreadingActivationRetriever(KGRetriever):
         similarity_top_k: int = 5,
         include_facts: bool = True,
         *,
-        max_facts: int | None = None,
+        max_facts: int | None = DEFAULT_MAX_FACTS,
+        score: str = "cosine",
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
         **method_kwargs: Any,
@@ -167,6 +192,7 @@ class SpreadingActivationRetriever(KGRetriever):
             similarity_top_k=similarity_top_k,
             include_facts=include_facts,
             max_facts=max_facts,
+            score=score,
             callback_manager=callback_manager,
             verbose=verbose,
         )
@@ -195,7 +221,8 @@ class HopAwareRetriever(KGRetriever):
         mode: str = "auto",
         llm: Any = None,
         k: int = 5,
-        max_facts: int | None = None,
+        max_facts: int | None = DEFAULT_MAX_FACTS,
+        score: str = "cosine",
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
         **frag_kwargs: Any,
@@ -221,6 +248,7 @@ class HopAwareRetriever(KGRetriever):
             similarity_top_k=k,
             include_facts=True,
             max_facts=max_facts,
+            score=score,
             callback_manager=callback_manager,
             verbose=verbose,
         )

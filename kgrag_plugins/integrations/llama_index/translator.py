@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from llama_index.core.callbacks.base import CallbackManager
 
 from ...models.llm import as_llm
+from .._common import DEFAULT_MAX_FACTS
 from .retrievers import KGRetriever
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -57,7 +58,8 @@ class ClueTranslationRetriever(KGRetriever):
         max_steps: int = 2,
         similarity_top_k: int = 5,
         include_facts: bool = True,
-        max_facts: int | None = None,
+        max_facts: int | None = DEFAULT_MAX_FACTS,
+        score: str = "cosine",
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
         **translator_kwargs: Any,
@@ -97,6 +99,7 @@ class ClueTranslationRetriever(KGRetriever):
             similarity_top_k=similarity_top_k,
             include_facts=include_facts,
             max_facts=max_facts,
+            score=score,
             callback_manager=callback_manager,
             verbose=verbose,
         )

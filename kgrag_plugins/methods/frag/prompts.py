@@ -54,11 +54,13 @@ STOP = ["\n", "<|eot_id|>", "</s>"]
 MAX_TOKENS = 256
 
 
-def reasoning_prompt(question: str, paths: Sequence[str]) -> str:
-    """The zero-shot reasoning prompt over the top paths, one per line in a ``<paths>`` block."""
-    return REASONING.format(paths=data_block("paths", paths), question=escape_data(question))
+def reasoning_prompt(question: str, paths: Sequence[str], template: str | None = None) -> str:
+    """The zero-shot reasoning prompt over the top paths, one per line in a ``<paths>`` block
+    (``template``: a user's replacement of :data:`REASONING`, same fields)."""
+    return (template or REASONING).format(paths=data_block("paths", paths), question=escape_data(question))
 
 
-def hop_estimation_prompt(question: str, paths: Sequence[str]) -> str:
-    """FRAG-F's prompt: the LLM copies the path that answers the question (or says NO)."""
-    return HOP_ESTIMATION.format(paths=data_block("paths", paths), question=escape_data(question))
+def hop_estimation_prompt(question: str, paths: Sequence[str], template: str | None = None) -> str:
+    """FRAG-F's prompt: the LLM copies the path that answers the question (or says NO)
+    (``template``: a user's replacement of :data:`HOP_ESTIMATION`, same fields)."""
+    return (template or HOP_ESTIMATION).format(paths=data_block("paths", paths), question=escape_data(question))

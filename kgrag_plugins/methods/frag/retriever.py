@@ -182,6 +182,8 @@ class FRAGRetriever(Retriever):
         self.classifier = classifier
         self.mode = mode
         self.llm = as_llm(llm) if llm is not None else None
+        #: Prompt overrides (:meth:`set_prompt`): ``"reasoning"``, ``"hop_estimation"``.
+        self.prompts: dict[str, str] = {}
         self.simple_hops = simple_hops
         self.complex_hops = complex_hops
         self.max_nodes = max_nodes
@@ -579,6 +581,17 @@ class FRAGRetriever(Retriever):
         return [ScoredPassage(store.get(pid), sc) for pid, sc in out.items()]
 
     # ------------------------------------------------------------------ answers
+    def set_prompt(self, key: str, template: str) -> None:
+        """Replace prompt ``key`` (``"reasoning"``: :data:`.prompts.REASONING`, ``"hop_estimation"``:
+        :data:`.prompts.HOP_ESTIMATION`) with a ``str.format`` template using ``{paths}`` and ``{question}``
+        (both filled data-escaped, the paths inside a ``<paths>`` block)."""
+        if key not in ("reasoning", "hop_estimation"):
+            raise KeyError(f"unknown FRAG prompt {key!r}; keys: 'reasoning', 'hop_estimation'")
+        got = set(re.findall(r"\{(\w+)\}", template))
+        if got != {"paths", "question"}:
+            raise ValueError(f"prompt {key!r} must use the fields ['paths', 'question'], got {sorted(got)}")
+        self.prompts[key] = str(template)
+
     def answer(self, question: str, *, evidence: Evidence | None = None) -> Answer:
         """With an LLM: FRAG's reasoning prompt over the top paths (first line of the reply; valid
         when non-empty, at most 300 characters, not symbols, not a refusal; an invalid reply is
@@ -594,7 +607,7 @@ class FRAGRetriever(Retriever):
         errors: list[dict[str, Any]] = []
         text = complete_validated(
             self.llm,
-            reasoning_prompt(strip_topic_marks(question), paths),
+            reasoning_prompt(strip_topic_marks(question), paths, self.prompts.get("reasoning")),
             lambda reply: check_text(reply, single_line=True, max_chars=MAX_ANSWER_CHARS),
             step="answer",
             errors=errors,
@@ -624,7 +637,7 @@ class FRAGRetriever(Retriever):
 
         hops = complete_validated(
             self.llm,
-            hop_estimation_prompt(question, paths),
+            hop_estimation_prompt(question, paths, self.prompts.get("hop_estimation")),
             validate,
             step="hop_estimation",
             stop=STOP,

@@ -68,6 +68,7 @@ import numpy as np
 
 from ...index.store import KnowledgeIndex
 from ...models.llm import LLMError, as_llm
+from ...models.prompting import DataPrompt
 from ...models.replies import InvalidReply, check_text, complete_validated, first_line
 from ...types import Answer, Evidence, Passage, ScoredPassage
 from ..activation import (
@@ -159,6 +160,7 @@ class KGInfusedRetriever(Retriever):
             once, computed on first use); ``"lazy"``: embed candidates per query through an LRU
             cache; ``"auto"`` (default): ``"index"`` up to 2M triples, else ``"lazy"``.
         cache_size: triple-text vectors kept in the LRU cache (``"lazy"``).
+        prompts: overrides of the App. D.1 prompts by key (:meth:`set_prompt`).
     """
 
     name = "kg-infused"
@@ -181,6 +183,7 @@ class KGInfusedRetriever(Retriever):
         temperature: float = 0.0,
         triple_vectors: str = "auto",
         cache_size: int = 50_000,
+        prompts: dict[str, str] | None = None,
     ) -> None:
         if index.graph.num_entities == 0:
             raise ValueError(
@@ -215,6 +218,11 @@ class KGInfusedRetriever(Retriever):
         self.triple_vectors = triple_vectors
         self._triple_cache = TextVectorCache(cache_size)
         self._query_cache = TextVectorCache(256)
+        #: Prompt overrides by the official key (:data:`.prompts.PROMPTS`): ``str.format`` templates
+        #: with the default's fields; fields are data-escaped like the defaults (DataPrompt).
+        self.prompts: dict[str, str] = {}
+        for key, template in (prompts or {}).items():
+            self.set_prompt(key, template)
 
     def _refresh(self) -> None:
         """Follow the index's new graph after ``add_passages`` / ``delete_passages`` (the LRU caches
@@ -226,6 +234,21 @@ class KGInfusedRetriever(Retriever):
         return f"KGInfusedRetriever({mode}, k_entities={self.k_entities}, rounds={self.rounds})"
 
     # ------------------------------------------------------------------ helpers
+    def set_prompt(self, key: str, template: str) -> None:
+        """Override the prompt ``key`` (a key of :data:`.prompts.PROMPTS`); ``template`` must use
+        exactly the default's ``{fields}``."""
+        if key not in P.PROMPTS:
+            raise KeyError(f"unknown KG-Infused prompt {key!r}; keys: {', '.join(P.PROMPTS)}")
+        want, got = set(re.findall(r"\{(\w+)\}", P.PROMPTS[key])), set(re.findall(r"\{(\w+)\}", template))
+        if want != got:
+            raise ValueError(f"prompt {key!r} must use the fields {sorted(want)}, got {sorted(got)}")
+        self.prompts[key] = str(template)
+
+    def _prompt(self, key: str) -> DataPrompt:
+        """The template of prompt ``key``: the user's override, else the paper's."""
+        override = self.prompts.get(key)
+        return DataPrompt(override) if override is not None else P.PROMPTS[key]
+
     def _complete(self, prompt: str, validate, step: str, errors: list[dict[str, Any]] | None, **context: Any):
         """One validated LLM call (retried once on an invalid reply); ``None`` -> LLM-free path."""
         assert self.llm is not None
@@ -320,9 +343,11 @@ class KGInfusedRetriever(Retriever):
                 cmap.setdefault(SEP.join(f), ti)
             shown.append((self.graph.name_of(eid), fs))
         if first:
-            prompt = P.TRIPLES_SELECTION.format(question=question, triples=P.format_candidate_groups(shown))
+            prompt = self._prompt("triples_selection_before_retri").format(
+                question=question, triples=P.format_candidate_groups(shown)
+            )
         else:
-            prompt = P.TRIPLES_UPDATE.format(
+            prompt = self._prompt("triples_update_before_retri").format(
                 question=question,
                 previous_selected_triples=P.format_triples(self._triple_fields(ti) for ti in memory.triples),
                 new_retrieved_triples=P.format_candidate_groups(shown),
@@ -393,10 +418,10 @@ class KGInfusedRetriever(Retriever):
             return ""
         if self.llm is None:
             return self._template_summary(memory)
-        prompt = P.TRIPLES_SUMMARY.format(
+        prompt = self._prompt("triples_summary").format(
             question=question, selected_triples=P.format_triples(self._triple_fields(ti) for ti in memory.triples)
         )
-        out = self._complete(prompt, _text_validator(P.TRIPLES_SUMMARY), "summary", _errors_of(memory))
+        out = self._complete(prompt, _text_validator(self._prompt("triples_summary")), "summary", _errors_of(memory))
         return out if out is not None else self._template_summary(memory)
 
     # ------------------------------------------------------------------ step 4: query expansion
@@ -415,11 +440,12 @@ class KGInfusedRetriever(Retriever):
         LLM-free expansion is used."""
         if self.llm is None:
             return self._template_expansion(question, memory)
-        template = P.QUERY_EXPANSION if summary.strip() else P.QUERY_EXPANSION_ONLY_QUERY
         if summary.strip():
-            prompt = P.QUERY_EXPANSION.format(question=question, triples_summary=summary)
+            template = self._prompt("query_expansion_query_and_triples_summary")
+            prompt = template.format(question=question, triples_summary=summary)
         else:
-            prompt = P.QUERY_EXPANSION_ONLY_QUERY.format(question=question)
+            template = self._prompt("query_expansion_only_query")
+            prompt = template.format(question=question)
         errors = _errors_of(memory) if memory is not None else None
         validate = _text_validator(template, single_line=True, max_chars=MAX_QUERY_CHARS)
         line = self._complete(prompt, validate, "query_expansion", errors)
@@ -526,8 +552,10 @@ class KGInfusedRetriever(Retriever):
         back to the raw passages)."""
         if self.llm is None:
             return None
-        prompt = P.WRITE_NOTE.format(question=question, passages=P.format_passages(self._passage_pairs(passages)))
-        return self._complete_or_raise(prompt, P.WRITE_NOTE, "write_note")
+        prompt = self._prompt("write_note").format(
+            question=question, passages=P.format_passages(self._passage_pairs(passages))
+        )
+        return self._complete_or_raise(prompt, self._prompt("write_note"), "write_note")
 
     def augment(self, question: str, note: str | None, summary: str) -> str | None:
         """Eq. 10: the note rewritten with the triples summary (Table 16); ``None`` without an LLM
@@ -537,8 +565,8 @@ class KGInfusedRetriever(Retriever):
             return None
         if not summary.strip():
             return note
-        prompt = P.AUG_PASSAGE.format(question=question, passage=note, triples_summary=summary)
-        return self._complete_or_raise(prompt, P.AUG_PASSAGE, "augment")
+        prompt = self._prompt("aug_passage").format(question=question, passage=note, triples_summary=summary)
+        return self._complete_or_raise(prompt, self._prompt("aug_passage"), "augment")
 
     def answer(self, question: str, evidence: Evidence, note: str | None = None) -> Answer:
         """Eq. 11: the with-retrieval answer prompt (Table 9) with ``note`` in the ``Passages:``
@@ -553,14 +581,14 @@ class KGInfusedRetriever(Retriever):
             if evidence.facts:
                 slot += "\n\nKnowledge graph facts:\n" + "\n".join(f"- {f.text}" for f in evidence.facts)
         replies: list[str] = []
-        check = _text_validator(P.ANSWER_WITH_RETRIEVAL, max_chars=MAX_ANSWER_CHARS)
+        check = _text_validator(self._prompt("base_retri"), max_chars=MAX_ANSWER_CHARS)
 
         def validate(reply: str) -> str:
             replies.append(reply)
             return check(reply)
 
         errors: list[dict[str, Any]] = []
-        prompt = P.ANSWER_WITH_RETRIEVAL.format(passages=slot, question=question)
+        prompt = self._prompt("base_retri").format(passages=slot, question=question)
         text = self._complete(prompt, validate, "answer", errors)
         meta: dict[str, Any] = {"raw": replies[-1] if replies else "", "used_note": note is not None}
         if text is None:

@@ -369,21 +369,35 @@ def _keep(states: dict[int, _State], st: _State) -> None:
 @dataclass(frozen=True)
 class MergeRule:
     """How completions are scored and accepted for one predicted chain length (see
-    :class:`Know3FRAGRetriever`): prediction weights (:meth:`ChainCompleter.predict`) and the
+    :class:`Know3FRAGRetriever`): prediction weights (:meth:`ChainCompleter.predict`), the
     verifier gate ``theta`` (accept a completion whose verifier score is at most ``theta``;
-    ``None``: no gate)."""
+    ``None``: no gate) and the least path-ranker probability of the chain."""
 
     prior_weight: float = 1.0
     local_bonus: float = 4.0
     theta: float | None = None
+    #: complete only when the path ranker gives the chain at least this probability
+    min_chain_prob: float = 0.0
 
     @property
     def name(self) -> str:
         gate = "no gate" if self.theta is None else f"verifier <= {self.theta:.4g}"
-        return f"complete (prior {self.prior_weight:g}, local {self.local_bonus:g}, {gate})"
+        return (
+            f"complete (prior {self.prior_weight:g}, local {self.local_bonus:g}, "
+            f"chain p >= {self.min_chain_prob:g}, {gate})"
+        )
+
+    def applies(self, chain_logp: float | None) -> bool:
+        """Whether the predicted chain is probable enough (no probability: always)."""
+        return chain_logp is None or math.exp(chain_logp) >= self.min_chain_prob
 
     def to_dict(self) -> dict[str, Any]:
-        return {"prior_weight": self.prior_weight, "local_bonus": self.local_bonus, "theta": self.theta}
+        return {
+            "prior_weight": self.prior_weight,
+            "local_bonus": self.local_bonus,
+            "theta": self.theta,
+            "min_chain_prob": self.min_chain_prob,
+        }
 
 
 #: Chain lengths keyed in :attr:`Know3FRAGRetriever.rules` (longer chains use the last).
@@ -399,7 +413,8 @@ class Know3FRAGRetriever(Retriever):
     answers are returned unchanged (``answer_source`` ``"paths"``); otherwise, when ``rules``
     has a :class:`MergeRule` for the chain's length (1, 2, 3+), the chain is walked with
     :class:`ChainCompleter` and the completed answers its gate accepts come first, then FRAG's
-    (``"completion"``); with no rule or nothing accepted FRAG's answers stand. ``rules=None``
+    (``"completion"``); with no rule, a chain less probable than the rule's ``min_chain_prob``
+    or nothing accepted, FRAG's answers stand. ``rules=None``
     applies the default :class:`MergeRule` to every length; ``{}`` never completes. Completed
     paths are returned as facts (``kind="completion"``) before FRAG's paths.
     """
@@ -478,6 +493,8 @@ class Know3FRAGRetriever(Retriever):
             trace["chain_in_kb"] = in_kb
             if not in_kb and rule is None:
                 trace["completion"] = f"off for {len(chain)}-hop chains (no merge rule)"
+            elif not in_kb and rule is not None and not rule.applies(logp):
+                trace["completion"] = f"off: chain probability below {rule.min_chain_prob:g}"
             elif not in_kb and rule is not None:
                 comps = self.completions(topics, chain, rule)
                 answers, source, used = self.merge(frag_answers, comps, rule.theta)

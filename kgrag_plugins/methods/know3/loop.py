@@ -38,6 +38,7 @@ query, q^KG and the kept/dropped references with their reasons.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -130,6 +131,8 @@ class Know3Retriever(Retriever):
         self.theta0, self.percentile, self.schedule_kind, self.c = theta0, percentile, schedule_kind, c
         self.max_turns, self.k_refs, self.answer_refs = max_turns, k_refs, answer_refs
         self.merge, self.max_new, self.relevance_min = merge, max_new, relevance_min
+        #: user overrides of the instruction texts (:meth:`set_prompt`)
+        self.prompts: dict[str, str] = {}
         self.method, self.aggregate = method, aggregate
         self.knowledge_models = list(knowledge_models) if knowledge_models else [base]
         self.generate_references = generate_references
@@ -144,6 +147,20 @@ class Know3Retriever(Retriever):
         self.info: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ state
+
+    #: Prompts whose instruction text :meth:`set_prompt` replaces (paper App. D, Figs. 6-8).
+    PROMPT_KEYS = ("qa", "reference_generation", "query_generation")
+
+    def set_prompt(self, key: str, text: str) -> None:
+        """Replace the instruction text of prompt ``key`` (``"qa"``: Fig. 6, ``"reference_generation"``:
+        Fig. 7, ``"query_generation"``: Fig. 8). The question, references and answer stay in their
+        data blocks (so the text has no ``{fields}``); the data notice is kept."""
+        if key not in self.PROMPT_KEYS:
+            raise KeyError(f"unknown Know³ prompt {key!r}; keys: {', '.join(self.PROMPT_KEYS)}")
+        if re.search(r"\{\w+\}", text):
+            raise ValueError(f"prompt {key!r} takes no {{fields}} (the data blocks are added)")
+        self.prompts[key] = str(text)
+
     def _refresh(self) -> None:
         """The index changed: new KGE (``kge_for_index`` on the new generation), verifier, θ_0,
         name index and extraction cache. A ``kge`` / ``verifier`` / ``schedule`` passed to the
@@ -272,8 +289,9 @@ class Know3Retriever(Retriever):
                 cands += [Candidate(sp.passage, f"{km.name}:{tag}", i) for i, sp in enumerate(ev.passages)]
         if self.generate_references and self.llm is not None:
             for tag, ents in (("q", ()), ("q_kg", eq.pairs())):
+                prompt = reference_prompt(q, ents, self.prompts.get("reference_generation"))
                 ref = complete_validated(
-                    self.llm, reference_prompt(q, ents), parse_reference, step="reference_generation",
+                    self.llm, prompt, parse_reference, step="reference_generation",
                     errors=errors, log=logger, max_tokens=512, temperature=0.0,
                 )  # fmt: skip
                 if ref is not None:
@@ -295,7 +313,10 @@ class Know3Retriever(Retriever):
             return question, "Q"
         if self.llm is not None:
             q = complete_validated(
-                self.llm, query_prompt(question, [self._ref_text(c.passage) for c in refs], answer),
+                self.llm,
+                query_prompt(
+                    question, [self._ref_text(c.passage) for c in refs], answer, self.prompts.get("query_generation")
+                ),
                 parse_query, step="query_generation", errors=errors, log=logger, max_tokens=128, temperature=0.0,
             )  # fmt: skip
             if q is not None:
@@ -315,7 +336,7 @@ class Know3Retriever(Retriever):
             replies.append(reply)
             return parse_answer(reply)
 
-        prompt = qa_prompt(question, [self._ref_text(c.passage) for c in refs])
+        prompt = qa_prompt(question, [self._ref_text(c.passage) for c in refs], self.prompts.get("qa"))
         ans = complete_validated(
             self.llm, prompt, validate, step="answer", errors=errors, log=logger, max_tokens=1024, temperature=0.0
         )

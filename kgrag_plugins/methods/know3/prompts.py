@@ -88,11 +88,19 @@ def _references(references: Sequence[str]) -> str:
     return "\n".join(f"Reference {i}: {r}" for i, r in enumerate(references, 1))
 
 
-def qa_prompt(question: str, references: Sequence[str] = ()) -> str:
-    """Fig. 6 with the 3 shots; references (or "No reference available.") in a ``<references>`` block."""
+def _instruction(text: str | None, default: str) -> str:
+    """A user's instruction text (``Know3Retriever.set_prompt``), with the data notice kept."""
+    if text is None:
+        return default
+    return text if DATA_NOTICE in text else f"{text.rstrip()}\n{DATA_NOTICE}"
+
+
+def qa_prompt(question: str, references: Sequence[str] = (), instruction: str | None = None) -> str:
+    """Fig. 6 with the 3 shots; references (or "No reference available.") in a ``<references>`` block.
+    ``instruction`` replaces :data:`QA` (the data blocks and the answer format stay)."""
     shots = "\n\n".join(f"Reference: {_NO_REFERENCE}\nQuestion: {q}\n{QA_END}\n{a}" for q, a in QA_SHOTS)
     return (
-        f"{QA}\n\n{shots}\n\n"
+        f"{_instruction(instruction, QA)}\n\n{shots}\n\n"
         f"Reference:\n{data_block('references', _references(references))}\n"
         f"Question:\n{data_block('question', question)}\n{QA_END}\n"
     )
@@ -133,10 +141,11 @@ def format_entities(entities: Iterable[tuple[str, str]]) -> str:
     return "\n".join(lines) if lines else "None"
 
 
-def reference_prompt(question: str, entities: Sequence[tuple[str, str]] = ()) -> str:
-    """Fig. 7: question and (optional) related entities ``(name, description)``, both delimited."""
+def reference_prompt(question: str, entities: Sequence[tuple[str, str]] = (), instruction: str | None = None) -> str:
+    """Fig. 7: question and (optional) related entities ``(name, description)``, both delimited.
+    ``instruction`` replaces :data:`REFERENCE_GENERATION`."""
     return (
-        f"{REFERENCE_GENERATION}\n\nQuestion:\n{data_block('question', question)}\n"
+        f"{_instruction(instruction, REFERENCE_GENERATION)}\n\nQuestion:\n{data_block('question', question)}\n"
         f"Related Entities:\n{data_block('entities', format_entities(entities))}\n{_REFERENCE_END}\n"
     )
 
@@ -157,10 +166,11 @@ QUERY_GENERATION = (
 )
 
 
-def query_prompt(question: str, references: Sequence[str], answer: str) -> str:
-    """Fig. 8: references, question and answer in data blocks; asks for one new question."""
+def query_prompt(question: str, references: Sequence[str], answer: str, instruction: str | None = None) -> str:
+    """Fig. 8: references, question and answer in data blocks; asks for one new question.
+    ``instruction`` replaces :data:`QUERY_GENERATION`."""
     return (
-        f"{QUERY_GENERATION}\n\nReference:\n{data_block('references', _references(references))}\n"
+        f"{_instruction(instruction, QUERY_GENERATION)}\n\nReference:\n{data_block('references', _references(references))}\n"
         f"Question:\n{data_block('question', question)}\nAnswer:\n{data_block('answer', answer or 'None')}\n"
         "Please directly output the new question:"
     )

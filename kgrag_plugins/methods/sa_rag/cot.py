@@ -4,6 +4,7 @@ JSON reply parsing, follow-up retrieval and the final answer."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -14,6 +15,8 @@ from ...models.replies import CALL_ERRORS, InvalidReply, check_text, complete_va
 from ...types import Answer, Evidence, Fact, ScoredPassage
 from .prompts import ANSWERING_SYSTEM, QUESTION_PREFIX, REASONING_SYSTEM
 from .retriever import CONTEXT_HEADER, SARAGRetriever
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["SARAGCoT", "parse_json_object"]
 
@@ -165,6 +168,7 @@ class SARAGCoT:
                 max_tokens=self.max_tokens,
             )
         except Exception as e:  # noqa: BLE001 - the paper's agent skips the step on any failure
+            logger.warning("LLM step 'reasoning' failed, the step is skipped: %s: %s", type(e).__name__, e)
             return None, f"{type(e).__name__}: {e}", replies[-1] if replies else ""
         if parsed is None:
             return None, errors[-1]["error"], replies[-1] if replies else ""
@@ -223,6 +227,7 @@ class SARAGCoT:
             if isinstance(e, CALL_ERRORS):
                 raise
             errors.append({"step": "answer", "kind": "llm_error", "error": f"{type(e).__name__}: {e}"})
+            logger.warning("LLM step 'answer' fell back to the LLM-free path (llm_error): %s", errors[-1]["error"])
             out = None
         raw = replies[-1] if replies else ""
         if out is None:

@@ -39,10 +39,12 @@ def next_query(
     used_queries: Sequence[str],
     *,
     errors: list[dict[str, Any]] | None = None,
+    instruction: str | None = None,
 ) -> tuple[str, str | None]:
     """One prompt-❸ call: ``("query", q)``, ``("stop", None)`` (evidence suffices) or
-    ``("failed", None)`` (no valid reply after the retry; the caller goes LLM-free)."""
-    prompt = decomposition_prompt(question, list(passages)[:CONTEXT_PASSAGES], list(used_queries))
+    ``("failed", None)`` (no valid reply after the retry; the caller goes LLM-free).
+    ``instruction`` replaces prompt ❸'s instruction text (:func:`.prompts.decomposition_prompt`)."""
+    prompt = decomposition_prompt(question, list(passages)[:CONTEXT_PASSAGES], list(used_queries), instruction)
 
     def validate(reply: str) -> tuple[str, str | None]:
         q = parse_next_query(reply)

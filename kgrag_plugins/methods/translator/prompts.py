@@ -58,10 +58,14 @@ def qa_prompt(question: str, passages: Sequence[str]) -> str:
     )
 
 
-def decomposition_prompt(question: str, passages: Sequence[str], used_queries: Sequence[str]) -> str:
-    """Prompt ❸: question, evidence and the queries already used."""
+def decomposition_prompt(
+    question: str, passages: Sequence[str], used_queries: Sequence[str], instruction: str | None = None
+) -> str:
+    """Prompt ❸: question, evidence and the queries already used (``instruction``: a user's
+    replacement of :data:`DECOMPOSITION`; the data blocks and the notice stay)."""
+    head = DECOMPOSITION if instruction is None else instruction
     return (
-        f"{DECOMPOSITION}\n{DATA_NOTICE}\n{data_block('question', question)}\n"
+        f"{head}\n{DATA_NOTICE}\n{data_block('question', question)}\n"
         f"{data_block('passages', passages, sep=chr(10) * 2)}\n{data_block('used_queries', used_queries)}"
     )
 

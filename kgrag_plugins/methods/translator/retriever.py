@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import re
 import time
 from typing import Any
 
@@ -142,6 +143,17 @@ class TranslatorRetriever(Retriever):
         self.index = index
         self.entities = EntityTranslator(index)
         self.relations = RelationTranslator(index)
+        #: Prompt overrides (:meth:`set_prompt`); ``"decomposition"``: prompt ❸'s instruction text.
+        self.prompts: dict[str, str] = {}
+
+    def set_prompt(self, key: str, template: str) -> None:
+        """Replace the instruction text of prompt ``key`` (``"decomposition"``: prompt ❸; the
+        question, passages and used queries stay in their data blocks, so it has no ``{fields}``)."""
+        if key != "decomposition":
+            raise KeyError(f"unknown KG-Translator prompt {key!r}; keys: 'decomposition'")
+        if re.search(r"\{\w+\}", template):
+            raise ValueError("prompt 'decomposition' must use the fields [] (the data blocks are added)")
+        self.prompts[key] = str(template)
 
     def prepare(self) -> dict[str, float]:
         """Compute (or load) the derived indexes now: entity-name vectors, the entity tables and
@@ -391,7 +403,9 @@ class TranslatorRetriever(Retriever):
         for step in range(1, self.max_steps + 1):
             t0 = time.perf_counter()
             top = [store.get(p).text for p, _ in rank_passages(self.index, qvec, clue_passages(clues))[:5]]
-            status, nq = next_query(self.llm, query, top, queries, errors=errors)
+            status, nq = next_query(
+                self.llm, query, top, queries, errors=errors, instruction=self.prompts.get("decomposition")
+            )
             timings["decompose"] = timings.get("decompose", 0.0) + (time.perf_counter() - t0) * 1000
             if status == "failed":
                 return self._bridge(query, qvec, clues, timings) if self.opts["bridge"] else clues

@@ -1,19 +1,12 @@
-"""LangChain adapters: a LangChain chat model as a kgrag :class:`~kgrag_plugins.models.llm.LLM`.
-
-Needs the ``langchain`` extra (``pip install 'kgrag-plugins[langchain]'``; ``langchain-core`` only).
-"""
+"""A LangChain chat model as a kgrag :class:`~kgrag_plugins.models.llm.LLM` (``invoke`` / ``ainvoke``)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._extras import require
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
-require("langchain", "langchain_core", feature="kgrag_plugins.integrations.langchain")
-
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage  # noqa: E402
-
-from ..models.llm import ChatAdapter, Message  # noqa: E402
+from ...models.llm import ChatAdapter, Message
 
 if TYPE_CHECKING:  # pragma: no cover
     from langchain_core.language_models import BaseChatModel
