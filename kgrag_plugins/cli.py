@@ -1,4 +1,4 @@
-"""Command line: ``kgrag demo | bench | index | show-graph | linking | ask | train``."""
+"""Command line: ``kgrag demo | bench | index | show-graph | linking | ask | train | serve-llm``."""
 
 from __future__ import annotations
 
@@ -279,6 +279,39 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_serve_llm(args: argparse.Namespace) -> int:
+    """``vllm serve MODEL`` until Ctrl-C (issue 18; docs/vllm.md)."""
+    import time
+
+    from .models.vllm import VLLMServer, VLLMStartupError
+
+    loras: dict[str, str] = {}
+    for item in args.lora or []:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise ValueError(f"--lora {item!r}: expected NAME=PATH")
+        loras[name] = path
+    server = VLLMServer(
+        args.model, host=args.host, port=args.port, max_model_len=args.max_model_len, lora_modules=loras
+    )
+    try:
+        server.start()
+    except VLLMStartupError as e:
+        print(f"kgrag serve-llm: error: {e}", file=sys.stderr)
+        return 1
+    print(f"vllm serve {args.model}: {server.base_url} (pid {server.pid}, log {server.log_file})")
+    print(f"export KGRAG_LLM_BASE_URL={server.base_url} KGRAG_LLM_MODEL={server.name}", flush=True)
+    try:
+        while server.running():
+            time.sleep(1.0)
+        print(f"kgrag serve-llm: server exited; see {server.log_file}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        server.stop()
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .eval.bench import RETRIEVERS
     from .eval.kgqa import KGQA_RETRIEVERS
@@ -444,6 +477,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     t.add_argument("--data-dir", type=Path, default=None)
     t.set_defaults(func=_cmd_train)
+
+    v = sub.add_parser("serve-llm", help="serve a local model with vLLM (needs `make .venv-vllm`) until Ctrl-C")
+    v.add_argument("model", help="model directory or hub id (offline: a local directory)")
+    v.add_argument("--host", default="127.0.0.1")
+    v.add_argument("--port", type=int, default=None, help="default: a free port")
+    v.add_argument("--lora", action="append", metavar="NAME=PATH", help="LoRA adapter to serve (repeatable)")
+    v.add_argument("--max-model-len", type=int, default=None)
+    v.set_defaults(func=_cmd_serve_llm)
     return p
 
 

@@ -14,23 +14,14 @@ scripted LLM (:mod:`.scripted`). See docs/qa.md.
 from __future__ import annotations
 
 import logging
-import os
-import shutil
-import socket
-import subprocess
-import tempfile
-import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
-
-import httpx
 
 from ..config import env
 from ..models.llm import OpenAICompatibleLLM
 from .scripted import ScriptedQALLM
 
-__all__ = ["NO_LLM_MESSAGE", "find_vllm", "resolve_llm"]
+__all__ = ["NO_LLM_MESSAGE", "resolve_llm", "start_vllm"]
 
 logger = logging.getLogger(__name__)
 
@@ -41,64 +32,23 @@ NO_LLM_MESSAGE = (
     "quality); or set KGRAG_LLM_BASE_URL"
 )
 
-_REPO = Path(__file__).resolve().parents[2]
-
-
-def find_vllm() -> str | None:
-    """A ``vllm`` executable: on ``PATH``, else ``.venv-vllm/bin/vllm`` (cwd, then the repository)."""
-    found = shutil.which("vllm")
-    if found:
-        return found
-    for root in (Path.cwd(), _REPO):
-        exe = root / ".venv-vllm" / "bin" / "vllm"
-        if exe.is_file() and os.access(exe, os.X_OK):
-            return str(exe)
-    return None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 def start_vllm(path: str, *, timeout: float = 900.0) -> tuple[OpenAICompatibleLLM, Callable[[], None]]:
-    """``vllm serve PATH`` on 127.0.0.1; returns the client and a function that stops the server."""
-    exe = find_vllm()
-    if exe is None:
+    """A managed vLLM server for ``PATH`` on 127.0.0.1 (:class:`~kgrag_plugins.models.vllm.VLLMServer`);
+    returns the client and a function that stops the server."""
+    from ..models.vllm import VLLMNotFoundError, VLLMServer, VLLMStartupError
+
+    try:
+        srv = VLLMServer(path, startup_timeout=timeout).start()
+    except VLLMNotFoundError as e:
         raise ValueError(
             f"--llm vllm:{path}: no `vllm` executable on PATH or at .venv-vllm/bin/vllm; the vLLM backend "
-            "lives in its own virtualenv (see docs/qa.md), or serve the model yourself and pass --llm URL"
-        )
-    port = _free_port()
-    log = tempfile.NamedTemporaryFile(prefix="kgrag-vllm-", suffix=".log", delete=False)  # noqa: SIM115
-    cmd = [exe, "serve", path, "--host", "127.0.0.1", "--port", str(port)]
-    logger.info("starting %s (log: %s)", " ".join(cmd), log.name)
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-
-    def stop() -> None:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        log.close()
-
-    base = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            stop()
-            raise ValueError(f"vllm serve {path} exited with code {proc.returncode}; see {log.name}")
-        try:
-            if httpx.get(f"{base}/models", timeout=5).status_code == 200:
-                return OpenAICompatibleLLM(base_url=base, model=path), stop
-        except httpx.HTTPError:
-            pass
-        time.sleep(2)
-    stop()
-    raise ValueError(f"vllm serve {path} did not answer within {timeout:.0f} s; see {log.name}")
+            "lives in its own virtualenv (`make .venv-vllm`, docs/vllm.md), or serve the model yourself and "
+            f"pass --llm URL ({e})"
+        ) from e
+    except VLLMStartupError as e:
+        raise ValueError(f"--llm vllm:{path}: {e}") from e
+    return srv.client(), srv.stop
 
 
 def resolve_llm(spec: str | None, model: str | None = None) -> tuple[Any, str, Callable[[], None]]:

@@ -75,7 +75,10 @@ def test_qa_without_llm_refuses_naming_the_options(monkeypatch, capsys):
 
 
 def test_llm_specs(monkeypatch, tmp_path, capsys):
+    import kgrag_plugins.models.vllm as vllm_mod
+
     monkeypatch.setenv("PATH", str(tmp_path))  # no vllm executable anywhere
+    monkeypatch.setattr(vllm_mod, "_REPO", tmp_path)  # (nor a .venv-vllm in this checkout)
     monkeypatch.chdir(tmp_path)
     assert main(["bench", "--dataset", "sample", "--qa", "--llm", "vllm:/models/x"]) == 2
     assert "own virtualenv" in capsys.readouterr().err

@@ -1,0 +1,128 @@
+"""`vllm serve` (CPU build, .venv-vllm) behind VLLMServer, driven by our OpenAICompatibleLLM (issue 18).
+
+Runs only with `make test-vllm` (marker `vllm`); a random-weight tiny Llama (head_dim 64: the CPU
+attention kernel rejects smaller heads) is built in seconds and served from a temp dir."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import pytest
+
+from kgrag_plugins.models.vllm import VLLMServer, find_vllm
+
+pytestmark = pytest.mark.vllm
+
+_TEXTS = [
+    "Paris is the capital of France. Berlin is the capital of Germany.",
+    "The knowledge graph links entities with relations such as capital_of and born_in.",
+] * 20
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    if find_vllm() is None:
+        pytest.fail("no vllm executable: run `make .venv-vllm`")
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tiny_llm import tiny_llama
+
+    path = tmp_path_factory.mktemp("tiny-llama")
+    model, tok = tiny_llama(_TEXTS, vocab_size=512, hidden_size=128, num_heads=2, max_positions=512)
+    tok.chat_template = (
+        "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}"
+        "{% if add_generation_prompt %}<assistant>{% endif %}"
+    )
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    srv = VLLMServer(
+        str(path),
+        served_model_name="tiny",
+        max_model_len=256,
+        dtype="bfloat16",
+        extra_args=["--enforce-eager"],
+        log_file=path / "vllm.log",
+        startup_timeout=300,
+    )
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def test_chat_and_completion(server):
+    llm = server.client(default_max_tokens=8)
+    reply = llm.complete([{"role": "user", "content": "What is the capital of France?"}])
+    assert isinstance(reply, str) and reply
+    assert llm.usage["completion_tokens"] >= 1
+    comp = llm.complete_logprobs("Paris is the", max_tokens=5, raw=True)
+    assert comp.text
+
+
+def test_logprobs_chat_and_raw(server):
+    llm = server.client()
+    for raw, prompt in ((False, [{"role": "user", "content": "Berlin is"}]), (True, "Berlin is the capital")):
+        comp = llm.complete_logprobs(prompt, max_tokens=6, top_logprobs=3, raw=raw)
+        assert comp.tokens, raw
+        for t in comp.tokens:
+            assert t.logprob <= 0.0
+            assert t.top and all(v <= 0.0 for v in t.top.values())
+
+
+def test_throughput(server):
+    """tokens/s and requests/s at concurrency 1/8/32 (max_tokens 32), written to a JSON file."""
+    llm = server.client(default_max_tokens=32, default_temperature=0.0, deadline=120, timeout=120)
+    llm.extra_body["ignore_eos"] = True
+
+    async def batch(n: int) -> tuple[float, int]:
+        start = time.perf_counter()
+        replies = await asyncio.gather(*(llm.acomplete(f"Question {i}: capital of France?") for i in range(n)))
+        assert all(isinstance(r, str) for r in replies)
+        return time.perf_counter() - start, n
+
+    results = {}
+    for conc in (1, 8, 32):
+        before = dict(llm.usage)
+        secs, n = asyncio.run(batch(conc))
+        after = dict(llm.usage)
+        toks = after.get("completion_tokens", 0) - before.get("completion_tokens", 0)
+        assert toks > 0
+        results[str(conc)] = {
+            "requests": n,
+            "seconds": round(secs, 3),
+            "completion_tokens": toks,
+            "tokens_per_s": round(toks / secs, 1),
+            "requests_per_s": round(n / secs, 2),
+        }
+    out = Path(os.environ.get("KGRAG_VLLM_BENCH_OUT", "docs/benchmarks/vllm-cpu-tiny.json"))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(
+        json.dumps(
+            {
+                "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "machine": f"{platform.machine()} {os.cpu_count()} CPU cores",
+                "server": "vllm-cpu 0.32.0, --enforce-eager, bfloat16, max_model_len 256",
+                "model": "random tiny Llama (2 layers, hidden 128, 2 heads of 64, 512-token BPE)",
+                "max_tokens": 32,
+                "concurrency": results,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+
+
+def test_stop_leaves_no_process(server):
+    pid = server.pid
+    assert pid and server.running()
+    server.stop()
+    assert not server.running()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
