@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .draw import _atomic_write, _layout, _output_format, _render_html, _render_png, _shorten
+from .draw import _output_format, _shorten, _write_picture
 
 __all__ = ["clue_subgraph", "draw_clues", "draw_trace"]
 
@@ -74,8 +74,7 @@ def clue_subgraph(trace: dict[str, Any], passages: Any = None, max_nodes: int = 
 def draw_clues(trace: dict[str, Any], out: str | Path, passages: Any = None, max_nodes: int = 40) -> dict[str, Any]:
     """Draw a translator trace into ``out`` (``.png`` / ``.html`` / ``.htm``; atomic write).
     Returns ``{"nodes", "edges", "entities", "passages", "out"}``."""
-    out_path = Path(out)
-    fmt = _output_format(out_path)
+    fmt = _output_format(Path(out))  # checked before any work
     g = clue_subgraph(trace, passages=passages, max_nodes=max_nodes)
     ents = [a["name"] for _, a in g.nodes(data=True) if a["type"] == "clue entity"]
     n_pass = sum(1 for _, a in g.nodes(data=True) if a["type"] == "passage")
@@ -83,16 +82,7 @@ def draw_clues(trace: dict[str, Any], out: str | Path, passages: Any = None, max
         f"KG-Translator clues: {len(ents)} entities -> {n_pass} traced passages; "
         f"entities: {_shorten(', '.join(ents), 80)}"
     )
-    pos = _layout(g)
-    data = _render_png(g, pos, "") if fmt == "png" else _render_html(g, pos, "")
-    _atomic_write(out_path, data)
-    return {
-        "nodes": g.number_of_nodes(),
-        "edges": g.number_of_edges(),
-        "entities": ents,
-        "passages": n_pass,
-        "out": str(out),
-    }
+    return {**_write_picture(g, out, fmt), "entities": ents, "passages": n_pass}
 
 
 def draw_trace(index: Any, trace: dict[str, Any], out: str | Path, max_nodes: int = 40) -> dict[str, Any]:

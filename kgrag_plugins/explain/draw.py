@@ -578,6 +578,15 @@ def _atomic_write(out: Path, data: bytes) -> None:
         raise
 
 
+def _write_picture(g, out: str | Path, fmt: str, name: str = "") -> dict:
+    """Lay out ``g``, render it as ``fmt`` (``"png"`` / ``"html"``) and write ``out`` atomically;
+    returns ``{"nodes", "edges", "out"}`` (every ``draw_*`` function ends here)."""
+    pos = _layout(g)
+    data = _render_png(g, pos, name) if fmt == "png" else _render_html(g, pos, name)
+    _atomic_write(Path(out), data)
+    return {"nodes": g.number_of_nodes(), "edges": g.number_of_edges(), "out": str(out)}
+
+
 def draw_neighbourhood(graph: KnowledgeGraph, name: str, out: str | Path, hops: int = 2, max_nodes: int = 60) -> dict:
     """Draw the ``hops``-hop neighbourhood of the entity ``name`` resolves to into ``out``.
 
@@ -586,22 +595,12 @@ def draw_neighbourhood(graph: KnowledgeGraph, name: str, out: str | Path, hops: 
     ``ValueError`` (checked before any work). Parent directories are created; the file is written
     atomically. Returns ``{"entity", "name", "nodes", "edges", "truncated", "out"}``.
     """
-    out_path = Path(out)
-    fmt = _output_format(out_path)
+    fmt = _output_format(Path(out))  # checked before any work
     entity_id = find_entity(graph, name)
     g = neighbourhood(graph, entity_id, hops=hops, max_nodes=max_nodes)
     ent_name = graph.entity(entity_id).name
-    pos = _layout(g)
-    data = _render_png(g, pos, ent_name) if fmt == "png" else _render_html(g, pos, ent_name)
-    _atomic_write(out_path, data)
-    return {
-        "entity": entity_id,
-        "name": ent_name,
-        "nodes": g.number_of_nodes(),
-        "edges": g.number_of_edges(),
-        "truncated": g.graph["truncated"] is not None,
-        "out": str(out),
-    }
+    info = _write_picture(g, out, fmt, ent_name)
+    return {"entity": entity_id, "name": ent_name, **info, "truncated": g.graph["truncated"] is not None}
 
 
 # --------------------------------------------------------------------------- activation pictures
@@ -661,15 +660,11 @@ def draw_activation(graph: KnowledgeGraph, trace: dict, out: str | Path, max_nod
     """Draw the activated subgraph of a retrieval trace (``Evidence.trace``) into ``out``
     (``.png`` or ``.html``, as :func:`draw_neighbourhood`); colours are hops from the seeds.
     Returns ``{"nodes", "edges", "seeds", "out"}``."""
-    out_path = Path(out)
-    fmt = _output_format(out_path)
+    fmt = _output_format(Path(out))  # checked before any work
     g = activation_subgraph(graph, trace, max_nodes=max_nodes)
     seeds = [g.nodes[n]["name"] for n in g if g.nodes[n]["hop"] == 0]
     g.graph["title"] = (
         f"Activated subgraph ({trace.get('retriever', 'activation')}): {g.number_of_nodes()} entities, "
         f"{g.number_of_edges()} edges; seeds: {_shorten(', '.join(seeds), 80)}"
     )
-    pos = _layout(g)
-    data = _render_png(g, pos, "") if fmt == "png" else _render_html(g, pos, "")
-    _atomic_write(out_path, data)
-    return {"nodes": g.number_of_nodes(), "edges": g.number_of_edges(), "seeds": seeds, "out": str(out)}
+    return {**_write_picture(g, out, fmt), "seeds": seeds}

@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .draw import _atomic_write, _layout, _output_format, _render_html, _render_png, _shorten
+from .draw import _output_format, _shorten, _write_picture
 
 __all__ = ["draw_paths", "draw_verification", "path_subgraph", "verification_subgraph"]
 
@@ -70,8 +70,7 @@ def path_subgraph(facts: Any, graph: Any = None, max_paths: int = 8) -> Any:
 def draw_paths(facts: Any, out: str | Path, graph: Any = None, max_paths: int = 8) -> dict[str, Any]:
     """Draw FRAG's top paths into ``out`` (``.png`` / ``.html``; atomic write). Returns ``{"nodes",
     "edges", "paths", "answers", "out"}`` (answers: the end entities' names, best path first)."""
-    out_path = Path(out)
-    fmt = _output_format(out_path)
+    fmt = _output_format(Path(out))  # checked before any work
     g = path_subgraph(facts, graph=graph, max_paths=max_paths)
     answers = list(dict.fromkeys(g.nodes[n]["name"] for n in g if g.nodes[n]["type"] == "answer"))
     topics = [g.nodes[n]["name"] for n in g if g.nodes[n]["hop"] == 0]
@@ -79,16 +78,7 @@ def draw_paths(facts: Any, out: str | Path, graph: Any = None, max_paths: int = 
         f"FRAG paths: {g.graph['total']} paths from {_shorten(', '.join(topics), 60)}; "
         f"answers: {_shorten(', '.join(answers), 80)}"
     )
-    pos = _layout(g)
-    data = _render_png(g, pos, "") if fmt == "png" else _render_html(g, pos, "")
-    _atomic_write(out_path, data)
-    return {
-        "nodes": g.number_of_nodes(),
-        "edges": g.number_of_edges(),
-        "paths": g.graph["total"],
-        "answers": answers,
-        "out": str(out),
-    }
+    return {**_write_picture(g, out, fmt), "paths": g.graph["total"], "answers": answers}
 
 
 def verification_subgraph(check: dict[str, Any], max_triples: int = 20) -> Any:
@@ -117,8 +107,7 @@ def verification_subgraph(check: dict[str, Any], max_triples: int = 20) -> Any:
 def draw_verification(check: dict[str, Any], out: str | Path, max_triples: int = 20) -> dict[str, Any]:
     """Draw a Know³ check into ``out`` (``.png`` / ``.html``). Returns ``{"nodes", "edges",
     "score", "threshold", "decision", "out"}``."""
-    out_path = Path(out)
-    fmt = _output_format(out_path)
+    fmt = _output_format(Path(out))  # checked before any work
     g = verification_subgraph(check, max_triples=max_triples)
     score, theta = check.get("score"), check.get("threshold")
     fmt_num = lambda x: "n/a" if x is None else f"{float(x):.3f}"  # noqa: E731
@@ -126,14 +115,4 @@ def draw_verification(check: dict[str, Any], out: str | Path, max_triples: int =
         f"Know³ verifier ({check.get('source', '?')}): {g.graph['total']} triples, score {fmt_num(score)} "
         f"vs θ {fmt_num(theta)} -> {check.get('decision', '?')} (lower score = more plausible)"
     )
-    pos = _layout(g)
-    data = _render_png(g, pos, "") if fmt == "png" else _render_html(g, pos, "")
-    _atomic_write(out_path, data)
-    return {
-        "nodes": g.number_of_nodes(),
-        "edges": g.number_of_edges(),
-        "score": score,
-        "threshold": theta,
-        "decision": check.get("decision"),
-        "out": str(out),
-    }
+    return {**_write_picture(g, out, fmt), "score": score, "threshold": theta, "decision": check.get("decision")}
