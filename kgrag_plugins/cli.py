@@ -232,25 +232,125 @@ def _cmd_train_kge(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_train(args: argparse.Namespace) -> int:
-    if args.what == "kge":
-        return _cmd_train_kge(args)
-    if args.out is None:
-        raise ValueError(f"kgrag train {args.what} needs --out")
-    if args.what == "translator":
-        from .train.translator import train_translator
+def _cmd_train_translator(args: argparse.Namespace) -> int:
+    from .train.lora import QLoRAUnavailableError
+    from .train.translator import train_translator
 
-        report = train_translator(
+    try:
+        out = train_translator(
+            None,
             args.base_model,
             args.out,
+            lora=args.lora,
+            lora_r=args.lora_r,
+            lora_alpha=args.lora_alpha,
+            qlora=args.qlora,
+            merge=args.merge,
+            max_steps=args.max_steps,
             data=[d.strip() for d in args.data.split(",") if d.strip()],
             data_dir=args.data_dir,
             limit=args.limit,
             build_only=args.build_only,
-            max_steps=args.max_steps,
+            resume=args.resume,
+            progress=not args.quiet,
         )
-        print(json.dumps(report, indent=2, ensure_ascii=False))
+    except QLoRAUnavailableError as e:
+        print(f"kgrag train translator: error: {e}", file=sys.stderr)
+        return 2
+    print((out / "train_report.json").read_text(encoding="utf-8"), end="")
+    return 0
+
+
+def _cmd_train_dpo(args: argparse.Namespace) -> int:
+    """``kgrag train generator-dpo``: KG-Infused RAG's KA-stage DPO data, then DPO (docs/training.md)."""
+    from .eval.qa_llm import resolve_llm
+    from .train.dpo import build_dpo_dataset, save_dpo_data, train_generator_dpo
+    from .train.lora import QLoRAUnavailableError
+
+    if not args.build_only and args.base_model is None:
+        raise ValueError("kgrag train generator-dpo needs --base-model (the generator to tune), or --build-only")
+    if args.qlora and not args.build_only:
+        from .train.lora import qlora_quantization
+
+        try:
+            qlora_quantization()  # before the data is built
+        except QLoRAUnavailableError as e:
+            print(f"kgrag train generator-dpo: error: {e}", file=sys.stderr)
+            return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    data_path = args.out / "dpo_data.jsonl"
+    if args.dpo_data is not None:
+        data_path = args.dpo_data
+    else:
+        llm, description, close = resolve_llm(args.llm, args.llm_model)
+        judge, jclose = llm, (lambda: None)
+        try:
+            if args.judge_llm == "gold":
+                judge = None
+            elif args.judge_llm not in (None, "same"):
+                judge, _jd, jclose = resolve_llm(args.judge_llm, args.judge_model or args.llm_model)
+            pairs, stats = build_dpo_dataset(
+                args.dataset,
+                llm,
+                judge=judge,
+                data_dir=args.data_dir,
+                limit=args.limit,
+                index=args.index,
+                cache_dir=args.cache_dir,
+                progress=not args.quiet,
+                rounds=[int(r) for r in args.rounds.split(",") if r.strip()],
+            )
+        finally:
+            jclose()
+            close()
+        save_dpo_data(pairs, data_path)
+        report = {"data": str(data_path), "llm": description, **stats.to_dict()}
+        (args.out / "dpo_data_report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        print(json.dumps(report, indent=2))
+    if args.build_only:
         return 0
+    try:
+        out = train_generator_dpo(
+            data_path,
+            args.base_model,
+            args.out,
+            lora=args.lora,
+            lora_r=args.lora_r,
+            lora_alpha=args.lora_alpha,
+            qlora=args.qlora,
+            merge=args.merge,
+            max_steps=args.max_steps,
+            resume=args.resume,
+            progress=not args.quiet,
+        )
+    except QLoRAUnavailableError as e:
+        print(f"kgrag train generator-dpo: error: {e}", file=sys.stderr)
+        return 2
+    print((out / "train_report.json").read_text(encoding="utf-8"), end="")
+    return 0
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    if args.what == "kge":
+        args.dataset = args.dataset or "metaqa"
+        return _cmd_train_kge(args)
+    if args.what == "export-merged":
+        if len(args.paths) != 2:
+            raise ValueError("usage: kgrag train export-merged ADAPTER_DIR OUT_DIR")
+        from .train.lora import export_merged
+
+        print(f"merged model written to {export_merged(args.paths[0], args.paths[1], base_model=args.base_model)}")
+        return 0
+    if args.paths:
+        raise ValueError(f"kgrag train {args.what}: unexpected arguments {args.paths}")
+    if args.out is None:
+        raise ValueError(f"kgrag train {args.what} needs --out")
+    if args.what == "translator":
+        return _cmd_train_translator(args)
+    if args.what == "generator-dpo":
+        args.dataset = args.dataset or "musique"
+        return _cmd_train_dpo(args)
+    args.dataset = args.dataset or "metaqa"
     if args.what == "path-ranker":
         from .train.path import train_path_ranker_cli
 
@@ -292,7 +392,13 @@ def _cmd_serve_llm(args: argparse.Namespace) -> int:
             raise ValueError(f"--lora {item!r}: expected NAME=PATH")
         loras[name] = path
     server = VLLMServer(
-        args.model, host=args.host, port=args.port, max_model_len=args.max_model_len, lora_modules=loras
+        args.model,
+        host=args.host,
+        port=args.port,
+        max_model_len=args.max_model_len,
+        lora_modules=loras,
+        max_lora_rank=args.max_lora_rank,
+        logits_processors=args.logits_processor or [],
     )
     try:
         server.start()
@@ -434,14 +540,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser(
         "train",
-        help="train FRAG's hop-classifier / path-ranker, KG-Translator's clue translator (SFT, needs [train]) "
-        "or Know3's KG embedding (kge)",
+        help="train FRAG's hop-classifier / path-ranker, KG-Translator's clue translator (SFT, needs [train]), "
+        "KG-Infused RAG's generator (DPO, needs [train]) or Know3's KG embedding (kge); export-merged: fold a "
+        "LoRA adapter into its base model (docs/training.md)",
     )
-    t.add_argument("what", choices=["hop-classifier", "path-ranker", "translator", "kge"])
+    t.add_argument(
+        "what", choices=["hop-classifier", "path-ranker", "translator", "generator-dpo", "export-merged", "kge"]
+    )
+    t.add_argument("paths", nargs="*", metavar="DIR", help="export-merged: ADAPTER_DIR OUT_DIR")
     t.add_argument(
         "--out", type=Path, default=None, help="where to save the model (.npz; translator, kge: a directory)"
     )
-    t.add_argument("--index", type=Path, default=None, help="kge: train on this saved index's graph, store it there")
+    t.add_argument(
+        "--index",
+        type=Path,
+        default=None,
+        help="kge: train on this saved index's graph, store it there; generator-dpo: run KG-Infused on this index",
+    )
     t.add_argument("--report", type=Path, default=None, help="kge: also write the JSON report to this file")
     t.add_argument("--model", choices=["complex", "rotate", "transe", "distmult"], default=None, help="kge: model")
     t.add_argument("--dim", type=int, default=None, help="kge: embedding size (real numbers per entity)")
@@ -454,16 +569,53 @@ def build_parser() -> argparse.ArgumentParser:
         help="kge: torch CPU threads while training (default: what the load average leaves idle)",
     )
     t.add_argument("--data", default="musique,2wikimultihopqa", help="translator: SFT sources (App. F.1)")
-    t.add_argument("--base-model", default=None, help="translator: local path / hub id of the causal LM to fine-tune")
-    t.add_argument("--build-only", action="store_true", help="translator: only build and write the SFT data")
-    t.add_argument("--max-steps", type=int, default=-1, help="translator: stop after N optimizer steps (-1: 1 epoch)")
+    t.add_argument(
+        "--base-model",
+        default=None,
+        help="translator, generator-dpo: local path / hub id of the causal LM to fine-tune "
+        "(export-merged: override the adapter's base)",
+    )
+    t.add_argument(
+        "--build-only", action="store_true", help="translator, generator-dpo: only build and write the training data"
+    )
+    t.add_argument(
+        "--max-steps", type=int, default=None, help="translator, generator-dpo: stop after N optimizer steps"
+    )
+    t.add_argument("--lora", action="store_true", help="translator, generator-dpo: train a LoRA adapter")
+    t.add_argument("--lora-r", type=int, default=16, help="LoRA rank (default 16)")
+    t.add_argument("--lora-alpha", type=int, default=32, help="LoRA alpha (default 32)")
+    t.add_argument("--qlora", action="store_true", help="LoRA on a 4-bit base (needs bitsandbytes and a CUDA GPU)")
+    t.add_argument("--merge", action="store_true", help="also write the adapter merged into the base to OUT/merged")
+    t.add_argument("--resume", action="store_true", help="continue from the newest checkpoint under --out")
+    t.add_argument("--quiet", action="store_true", help="no progress bars")
+    t.add_argument(
+        "--llm",
+        default=None,
+        help="generator-dpo: the generator writing the KA candidates: URL (OpenAI-compatible), vllm:PATH or "
+        "scripted (default $KGRAG_LLM_BASE_URL)",
+    )
+    t.add_argument("--llm-model", default=None, help="generator-dpo: model name at the --llm URL")
+    t.add_argument(
+        "--judge-llm",
+        default="same",
+        help="generator-dpo: the judge: same (the --llm, default), URL, vllm:PATH, or gold (LLM-free: gold answers)",
+    )
+    t.add_argument("--judge-model", default=None, help="generator-dpo: model name at the --judge-llm URL")
+    t.add_argument("--rounds", default="1,2", help="generator-dpo: activation rounds whose KA inputs are sampled")
+    t.add_argument("--dpo-data", type=Path, default=None, help="generator-dpo: train on this JSONL (no data build)")
+    t.add_argument("--cache-dir", type=Path, default=None, help="generator-dpo: where dataset indexes are cached")
     t.add_argument(
         "--datasets", default="metaqa,musique,2wikimultihopqa,hotpotqa,popqa", help="hop-classifier: training sets"
     )
     t.add_argument(
         "--test-only", default=None, help="hop-classifier: datasets only evaluated, never trained on (cross-dataset)"
     )
-    t.add_argument("--dataset", default="metaqa", help="path-ranker, kge: the KGQA dataset (its KG and questions)")
+    t.add_argument(
+        "--dataset",
+        default=None,
+        help="path-ranker, kge: the KGQA dataset (default metaqa); generator-dpo: musique (default), "
+        "2wikimultihopqa or hotpotqa",
+    )
     t.add_argument(
         "--limit", type=int, default=None, help="questions per dataset, balanced over hops (default 2000 / 3000)"
     )
@@ -483,8 +635,20 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--host", default="127.0.0.1")
     v.add_argument("--port", type=int, default=None, help="default: a free port")
     v.add_argument("--lora", action="append", metavar="NAME=PATH", help="LoRA adapter to serve (repeatable)")
+    v.add_argument("--max-lora-rank", type=int, default=None, help="vLLM's --max-lora-rank (default 16)")
+    v.add_argument(
+        "--logits-processor",
+        action="append",
+        metavar="FQCN",
+        help="vLLM V1 logits processor MODULE:CLASS (repeatable); the translator's is "
+        "kgrag_plugins.models.vllm_logits:KGTranslatorLogitsProcessor",
+    )
     v.add_argument("--max-model-len", type=int, default=None)
     v.set_defaults(func=_cmd_serve_llm)
+
+    from .eval.bench_scale import add_parser as add_bench_scale
+
+    add_bench_scale(sub)
     return p
 
 

@@ -134,3 +134,7 @@ def universal_llm():
     from kgrag_plugins.models.llm import ScriptedLLM
 
     return ScriptedLLM(universal_reply)
+
+
+# the vLLM lane's session fixtures (tests/vllm; built only when a vllm-marked test asks for them)
+from vllm_lane import kg_index, lora_adapter, question_templates, tiny_model, vllm_server  # noqa: E402,F401

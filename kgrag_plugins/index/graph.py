@@ -3,7 +3,8 @@
 Storage is columnar so a Wikidata5M-sized graph fits in a few GB: triples are three int32
 arrays (head, relation, tail) over an entity table and a relation vocabulary. CSR adjacency
 in both directions is built lazily with scipy and cached until the next mutation. networkx is
-only used for small ``subgraph`` views.
+only used for small ``subgraph`` views. Graphs of :data:`MMAP_MIN_ENTITIES` entities or more are
+saved memory-mapped and open in seconds (:mod:`.graph_mmap`); smaller ones as JSON + NPY.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..types import Entity, Triple
+from . import graph_mmap
 
 Direction = Literal["out", "in", "both"]
 
@@ -27,6 +29,8 @@ Direction = Literal["out", "in", "both"]
 HINT_MAX_ENTITIES = 200_000
 #: At most this many ids are compared for a hint (beyond: those sharing the first character).
 HINT_MAX_CANDIDATES = 20_000
+#: ``save`` writes the memory-mapped format (:mod:`.graph_mmap`) from this many entities on.
+MMAP_MIN_ENTITIES = 100_000
 
 
 class UnknownEntityError(KeyError):
@@ -98,6 +102,10 @@ class KnowledgeGraph:
 
     Entities are addressed by string id (internally by row index). Triples keep the ids of the
     passages they were read from; entities are linked to the passages that mention them.
+
+    A graph opened from the memory-mapped format (:attr:`mapped`) reads its columns from the
+    mapped files; its first mutation copies it into memory (O(entities), see
+    :func:`.graph_mmap.materialize`), so every method works on both forms with the same results.
     """
 
     def __init__(self) -> None:
@@ -121,10 +129,22 @@ class KnowledgeGraph:
         self._cache: dict[str, object] = {}
         #: Small JSON-able facts about the graph kept by builders (saved as meta.json).
         self.meta: dict = {}
+        self._mapped: Path | None = None  # the directory of a memory-mapped graph
+
+    @property
+    def mapped(self) -> bool:
+        """Whether the graph reads memory-mapped files (opened from the mapped format, unchanged)."""
+        return self._mapped is not None
+
+    def _own(self) -> None:
+        """Before a mutation: copy a memory-mapped graph into memory."""
+        if self._mapped is not None:
+            graph_mmap.materialize(self)
 
     # ------------------------------------------------------------------ building
     def add_entity(self, entity: Entity) -> int:
         """Add an entity (or merge aliases/description into an existing one); return its row."""
+        self._own()
         i = self._eidx.get(entity.id)
         if i is not None:
             old = self._aliases[i]
@@ -146,6 +166,7 @@ class KnowledgeGraph:
 
     def set_name(self, entity_id: str, name: str) -> None:
         """Rename an entity; the old name becomes an alias."""
+        self._own()
         i = self._row(entity_id)
         old = self._names[i]
         if old != name:
@@ -154,6 +175,7 @@ class KnowledgeGraph:
 
     def set_description(self, entity_id: str, description: str) -> None:
         """Replace an entity's description."""
+        self._own()
         self._descs[self._row(entity_id)] = description
 
     def _relation_index(self, relation: str) -> int:
@@ -174,6 +196,7 @@ class KnowledgeGraph:
 
     def add_triple(self, head: str, relation: str, tail: str, source_ids: Iterable[str] = ()) -> int:
         """Add ``head -relation-> tail`` (entities must exist); duplicates merge their sources."""
+        self._own()
         h, t = self._row(head), self._row(tail)
         r = self._relation_index(relation)
         if self._triple_key is None:
@@ -195,6 +218,7 @@ class KnowledgeGraph:
 
     def link(self, entity_id: str, passage_id: str) -> None:
         """Record that ``passage_id`` mentions ``entity_id``."""
+        self._own()
         e = self._row(entity_id)
         self._ent_passages.setdefault(e, set()).add(self._passage_index(passage_id))
         self._cache.pop("links", None)
@@ -260,6 +284,7 @@ class KnowledgeGraph:
         that no remaining passage mentions (with their triples). Curated triples (no sources) and
         entities never linked to a passage stay. Returns what was kept, so callers can compact
         arrays aligned with entity rows or triple indices (vectors)."""
+        self._own()
         gone = {self._pidx[p] for p in passage_ids if p in self._pidx}
         n_e, n_t = len(self._ids), len(self._h)
         ekeep = np.ones(n_e, dtype=bool)
@@ -339,8 +364,10 @@ class KnowledgeGraph:
         return list(self._relations)
 
     @property
-    def entity_ids(self) -> list[str]:
-        return list(self._ids)
+    def entity_ids(self) -> Sequence[str]:
+        """Entity ids by row: a list (a copy), or for a memory-mapped graph a read-only sequence
+        decoding ids on access (no O(entities) copy)."""
+        return self._ids if self._mapped is not None else list(self._ids)
 
     def _entity_at(self, i: int) -> Entity:
         return Entity(self._ids[i], self._names[i], list(self._aliases[i]), self._descs[i], self._types[i])
@@ -350,6 +377,9 @@ class KnowledgeGraph:
         return self._entity_at(self._row(entity_id))
 
     def entities(self) -> Iterator[Entity]:
+        if self._mapped is not None:  # one sequential pass over each mapped column
+            cols = zip(self._ids, self._names, self._aliases, self._descs, self._types)
+            return (Entity(e, n, list(a), d, t) for e, n, a, d, t in cols)
         return (self._entity_at(i) for i in range(len(self._ids)))
 
     def name_of(self, entity_id: str) -> str:
@@ -386,6 +416,8 @@ class KnowledgeGraph:
 
     # ------------------------------------------------------------------ matrices
     def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if isinstance(self._h, np.ndarray):  # memory-mapped
+            return self._h, self._r, self._t  # type: ignore[return-value]
         return (
             np.frombuffer(self._h, dtype=np.int32) if len(self._h) else np.zeros(0, np.int32),
             np.frombuffer(self._r, dtype=np.int32) if len(self._r) else np.zeros(0, np.int32),
@@ -420,6 +452,8 @@ class KnowledgeGraph:
 
     def link_matrix(self) -> sp.csr_matrix:
         """Entity x passage incidence (rows = entities, columns = ``passage_ids`` order)."""
+        if "links" not in self._cache and self._mapped is not None:
+            self._cache["links"] = graph_mmap.link_matrix(self)
         if "links" not in self._cache:
             rows, cols = [], []
             for e, ps in self._ent_passages.items():
@@ -497,13 +531,18 @@ class KnowledgeGraph:
         directed: bool = False,
         max_iter: int = 100,
         tol: float = 1e-8,
+        within: np.ndarray | None = None,
     ) -> np.ndarray:
         """Personalized PageRank over the entity graph (power iteration, scipy sparse).
 
         ``seeds`` maps entity id -> restart weight (normalised to sum 1). Edges are treated as
         undirected unless ``directed``; parallel edges add weight. Dangling mass restarts at the
         seeds. Returns scores aligned with entity rows (``index_of``), summing to 1.
-        """
+
+        ``within`` (entity rows, the seeds among them): the walk is confined to those rows (local
+        PageRank); transition probabilities stay those of the whole graph and mass that would
+        leave is dropped, so scores outside are 0 and the cost follows the rows' edges, not the
+        graph's size."""
         n = len(self._ids)
         if n == 0:
             return np.zeros(0)
@@ -524,6 +563,24 @@ class KnowledgeGraph:
             inv = np.divide(1.0, deg, out=np.zeros_like(deg), where=deg > 0)
             self._cache[key] = (sp.diags(inv) @ a).T.tocsr(), deg == 0
         pt, dangling = self._cache[key]  # type: ignore[misc]
+        if within is not None:
+            rows = np.asarray(within, dtype=np.int64)
+            if len(rows) > 1 and not (rows[1:] > rows[:-1]).all():  # k_hop gives sorted rows already
+                rows = np.unique(rows)
+            sub = pt[rows][:, rows].tocsr()
+            s_sub, dang = s[rows], dangling[rows]
+            if s_sub.sum() <= 0:
+                raise ValueError("personalized_pagerank: no seed lies inside `within`")
+            r_sub = s_sub.copy()
+            for _ in range(max_iter):
+                nxt = damping * (sub @ r_sub + r_sub[dang].sum() * s_sub) + (1 - damping) * s_sub
+                done = np.abs(nxt - r_sub).sum() < tol
+                r_sub = nxt
+                if done:
+                    break
+            out = np.zeros(n)
+            out[rows] = r_sub
+            return out
         r = s.copy()
         for _ in range(max_iter):
             nxt = damping * (pt @ r + r[dangling].sum() * s) + (1 - damping) * s
@@ -534,8 +591,17 @@ class KnowledgeGraph:
         return r
 
     # ------------------------------------------------------------------ persistence
-    def save(self, directory: str | Path) -> None:
-        """Write the graph into ``directory`` (JSON + NPY). Callers handle atomicity."""
+    def save(self, directory: str | Path, *, mapped: bool | None = None) -> None:
+        """Write the graph into ``directory``. Callers handle atomicity.
+
+        ``mapped``: the memory-mapped format (:func:`.graph_mmap.save_mapped`); ``None`` picks it
+        for a mapped graph and for graphs of :data:`MMAP_MIN_ENTITIES` entities or more, else
+        JSON + NPY. ``load`` reads both."""
+        if mapped is None:
+            mapped = self._mapped is not None or self.num_entities >= MMAP_MIN_ENTITIES
+        if mapped:
+            graph_mmap.save_mapped(self, directory)
+            return
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         with open(d / "entities.jsonl", "w", encoding="utf-8") as f:
@@ -558,10 +624,13 @@ class KnowledgeGraph:
 
     @classmethod
     def load(cls, directory: str | Path) -> "KnowledgeGraph":
-        """Read a graph written by ``save``; a missing or corrupt file raises ``ValueError``."""
+        """Read a graph written by ``save`` (either format; a mapped one is opened memory-mapped);
+        a missing or corrupt file raises ``ValueError``."""
         d = Path(directory)
         g = cls()
         try:
+            if (d / graph_mmap.FORMAT_FILE).is_file():
+                return graph_mmap.open_mapped(cls, d)
             with open(d / "entities.jsonl", encoding="utf-8") as f:
                 for line_no, line in enumerate(f, 1):
                     if line.strip():
@@ -601,5 +670,6 @@ class KnowledgeGraph:
     def __repr__(self) -> str:
         return (
             f"KnowledgeGraph(entities={self.num_entities}, triples={self.num_triples}, "
-            f"relations={len(self._relations)}, passages={len(self._passage_ids)})"
+            f"relations={len(self._relations)}, passages={len(self._passage_ids)}"
+            + (", mapped)" if self._mapped is not None else ")")
         )

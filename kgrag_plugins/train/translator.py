@@ -39,6 +39,11 @@ Where the paper is silent (decisions, also in ``docs/translator.md``):
 as defaults: lr 1e-5, 1 epoch, cosine schedule, warmup ratio 0.1, batch 64 (per-device batch x
 gradient accumulation), max length 2048, full-parameter fine-tuning. ``trl`` / ``datasets`` are
 imported only inside :func:`train_translator` (extra ``kgrag-plugins[train]``).
+
+Our additions (issue 18, not in the paper; :mod:`.lora`): a LoRA adapter instead of the full
+fine-tune (r 16, alpha 32, dropout 0.05 on q/k/v/o/gate/up/down; lr 2e-4), QLoRA (4-bit base,
+bitsandbytes + CUDA), the merged vLLM-ready export, checkpoints every ``save_steps`` with
+``resume``, and the trainer's progress bar (off with ``KGRAG_PROGRESS=0``).
 """
 
 from __future__ import annotations
@@ -447,31 +452,72 @@ def save_sft_data(examples: Sequence[SFTExample], path: str | Path) -> Path:
 # ------------------------------------------------------------------ training
 
 
+def _sft_records(examples: Sequence[SFTExample], tokenizer: Any) -> tuple[list[dict[str, Any]], bool]:
+    """TRL prompt-completion records: conversational when the tokenizer has a chat template, else
+    ``prompt + "\\n"`` -> ``clue + EOS`` (as :class:`HFConstrainedBackend` prompts without one)."""
+    chat = bool(getattr(tokenizer, "chat_template", None))
+    if chat:  # conversational prompt-completion: the chat template adds the turn markers
+        return [
+            {
+                "prompt": [{"role": "user", "content": e.prompt}],
+                "completion": [{"role": "assistant", "content": e.completion}],
+            }
+            for e in examples
+        ], True
+    eos = tokenizer.eos_token or ""
+    return [{"prompt": e.prompt + "\n", "completion": e.completion + eos} for e in examples], False
+
+
 def train_translator(
+    examples: Sequence[SFTExample] | None,
     base_model: str | Path | None,
-    out: str | Path,
+    out_dir: str | Path,
     *,
+    lora: bool = False,
+    lora_r: int = 16,
+    lora_alpha: int = 32,
+    qlora: bool = False,
+    merge: bool = False,
+    max_steps: int | None = None,
     data: Sequence[str] = SFT_DATASETS,
     data_dir: str | Path | None = None,
     limit: int | None = None,
-    examples: Sequence[SFTExample] | None = None,
     build_only: bool = False,
-    learning_rate: float = 1e-5,
+    learning_rate: float | None = None,
     epochs: float = 1.0,
     batch_size: int = 64,
     per_device_batch_size: int = 8,
     warmup_ratio: float = 0.1,
     max_length: int = 2048,
-    max_steps: int = -1,
     seed: int = 0,
+    resume: bool | str | Path = False,
+    save_steps: int = 500,
+    progress: bool | None = None,
     **trainer_args: Any,
-) -> dict[str, Any]:
-    """Build the SFT data (unless ``examples`` are given), write ``out/sft_data.jsonl`` and, unless
-    ``build_only``, fine-tune ``base_model`` (a local path or hub id, loaded offline) with TRL's
-    ``SFTTrainer`` and save model + tokenizer to ``out``. Returns a JSON-able report (data size, a
-    sample, skip counts; training loss / steps when trained). ``trainer_args`` go to ``SFTConfig``.
+) -> Path:
+    """SFT of the clue translator; returns ``out_dir``.
+
+    Builds the App. F.1 pairs unless ``examples`` are given, writes ``out_dir/sft_data.jsonl`` and,
+    unless ``build_only``, fine-tunes ``base_model`` (a local path or hub id) with TRL's
+    ``SFTTrainer``: all parameters (the paper), or a LoRA adapter (``lora``; ``qlora``: on a 4-bit
+    base, needs bitsandbytes + a CUDA GPU) saved as ``adapter_config.json`` +
+    ``adapter_model.safetensors`` (``vllm serve --enable-lora --lora-modules name=out_dir``).
+    ``merge`` also writes the adapter folded into the base to ``out_dir/merged`` (a plain HF folder
+    for ``vllm serve``). ``learning_rate`` defaults to the paper's 1e-5 for full fine-tuning and
+    2e-4 for (Q)LoRA (the QLoRA paper's rate: low-rank updates need a larger step). Checkpoints
+    every ``save_steps`` steps (2 kept) under ``out_dir``; ``resume=True`` continues from the newest.
+    ``max_steps`` caps optimizer steps (default: ``epochs``). A JSON report (data size, a sample,
+    skip counts; loss / steps when trained) is written to ``out_dir/train_report.json``.
+    ``trainer_args`` go to ``SFTConfig`` (e.g. ``use_cpu=True``, ``logging_steps=1``).
     """
-    out = Path(out)
+    from .lora import export_merged, qlora_quantization, resume_checkpoint
+
+    out = Path(out_dir)
+    lora = lora or qlora
+    if merge and not lora and not build_only:
+        raise ValueError("merge=True needs lora=True or qlora=True (a full fine-tune is already a plain model)")
+    if qlora and not build_only:
+        qlora_quantization()  # fail before the data is built when bitsandbytes / the GPU is missing
     stats = None
     if examples is None:
         examples, stats = build_sft_data(data, data_dir, limit=limit)
@@ -485,37 +531,74 @@ def train_translator(
     if stats is not None:
         report.update(steps=stats.steps, duplicates=stats.duplicates, skipped=dict(stats.skipped))
     logger.info("translator SFT data: %d pairs -> %s", len(examples), data_path)
-    if build_only:
-        return report
-    if not examples:
-        raise ValueError("no SFT pairs were built; nothing to train on")
-    if base_model is None:
-        raise ValueError("train_translator needs base_model (a local model path or hub id); or build_only=True")
+    if not build_only:
+        if not examples:
+            raise ValueError("no SFT pairs were built; nothing to train on")
+        if base_model is None:
+            raise ValueError("train_translator needs base_model (a local model path or hub id); or build_only=True")
+        report.update(
+            _fit(
+                examples,
+                base_model,
+                out,
+                lora=lora,
+                lora_r=lora_r,
+                lora_alpha=lora_alpha,
+                qlora=qlora,
+                learning_rate=learning_rate if learning_rate is not None else (2e-4 if lora else 1e-5),
+                epochs=epochs,
+                batch_size=batch_size,
+                per_device_batch_size=per_device_batch_size,
+                warmup_ratio=warmup_ratio,
+                max_length=max_length,
+                max_steps=max_steps,
+                seed=seed,
+                resume_from=resume_checkpoint(resume, out),
+                save_steps=save_steps,
+                progress=progress,
+                trainer_args=trainer_args,
+            )
+        )
+        if merge:
+            report["merged"] = str(export_merged(out, out / "merged", base_model=base_model))
+    (out / "train_report.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return out
+
+
+def _fit(
+    examples: Sequence[SFTExample],
+    base_model: str | Path,
+    out: Path,
+    *,
+    lora: bool,
+    lora_r: int,
+    lora_alpha: int,
+    qlora: bool,
+    learning_rate: float,
+    epochs: float,
+    batch_size: int,
+    per_device_batch_size: int,
+    warmup_ratio: float,
+    max_length: int,
+    max_steps: int | None,
+    seed: int,
+    resume_from: str | None,
+    save_steps: int,
+    progress: bool | None,
+    trainer_args: dict[str, Any],
+) -> dict[str, Any]:
+    """One ``SFTTrainer`` run (§3.4 Eq. 7, App. F.2); the report's training fields."""
     try:
         from datasets import Dataset
-        from transformers import AutoModelForCausalLM, AutoTokenizer
         from trl import SFTConfig, SFTTrainer
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError(
             f"training the translator needs the train extra: pip install 'kgrag-plugins[train]' ({e})"
         ) from e
+    from .lora import device_args, load_causal_lm, lora_config, save_adapter
 
-    tokenizer = AutoTokenizer.from_pretrained(str(base_model))
-    model = AutoModelForCausalLM.from_pretrained(str(base_model))
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    chat = bool(getattr(tokenizer, "chat_template", None))
-    eos = tokenizer.eos_token or ""
-    if chat:  # conversational prompt-completion: the chat template adds the turn markers
-        records = [
-            {
-                "prompt": [{"role": "user", "content": e.prompt}],
-                "completion": [{"role": "assistant", "content": e.completion}],
-            }
-            for e in examples
-        ]
-    else:  # as HFConstrainedBackend without a chat template: prompt + newline, then the clue + EOS
-        records = [{"prompt": e.prompt + "\n", "completion": e.completion + eos} for e in examples]
+    model, tokenizer = load_causal_lm(base_model, qlora=qlora)
+    records, chat = _sft_records(examples, tokenizer)
     accumulation = max(1, batch_size // max(1, per_device_batch_size))
     config = SFTConfig(
         output_dir=str(out),
@@ -526,24 +609,35 @@ def train_translator(
         per_device_train_batch_size=min(per_device_batch_size, batch_size),
         gradient_accumulation_steps=accumulation,
         max_length=max_length,
-        max_steps=max_steps,
+        max_steps=-1 if max_steps is None else max_steps,
         completion_only_loss=True,
         seed=seed,
-        save_strategy="no",
+        save_strategy="steps",
+        save_steps=save_steps,
+        save_total_limit=2,
+        disable_tqdm=not progress_enabled(True if progress is None else progress),
         report_to=[],
-        **trainer_args,
+        **device_args(trainer_args),
     )
-    trainer = SFTTrainer(model=model, args=config, train_dataset=Dataset.from_list(records), processing_class=tokenizer)
-    result = trainer.train()
-    trainer.save_model(str(out))
-    tokenizer.save_pretrained(str(out))
-    report.update(
-        model=str(out),
-        base_model=str(base_model),
-        train_loss=float(result.training_loss),
-        global_steps=int(result.global_step),
-        chat_template=chat,
-        effective_batch=min(per_device_batch_size, batch_size) * accumulation,
+    peft_config = lora_config(model, r=lora_r, alpha=lora_alpha) if lora else None
+    trainer = SFTTrainer(
+        model=model,
+        args=config,
+        train_dataset=Dataset.from_list(records),
+        processing_class=tokenizer,
+        peft_config=peft_config,
     )
+    result = trainer.train(resume_from_checkpoint=resume_from)
+    save_adapter(trainer, tokenizer, out, base_model)
     logger.info("translator fine-tuned: %d steps, loss %.4f -> %s", result.global_step, result.training_loss, out)
-    return report
+    return {
+        "model": str(out),
+        "base_model": str(base_model),
+        "adapter": "qlora" if qlora else "lora" if lora else None,
+        "learning_rate": learning_rate,
+        "train_loss": float(result.training_loss),
+        "global_steps": int(result.global_step),
+        "resumed_from": resume_from,
+        "chat_template": chat,
+        "effective_batch": min(per_device_batch_size, batch_size) * accumulation,
+    }

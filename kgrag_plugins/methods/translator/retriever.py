@@ -21,8 +21,12 @@ Decisions (METHODS §3(b)): query NER entities are added *on top of* the α tran
 forward+reverse passages are merged and re-ranked together; beam defaults per dataset are the
 paper's (:data:`BEAMS`), unknown data gets :data:`DEFAULT_BEAMS`. An index without a ParseKG
 is refused at construction (build it with ``builder="parsekg"``); an empty ParseKG, a question
-with no translatable entity, or entities without relations give an empty :class:`Evidence`
-with ``trace["reason"]`` (dense passages only with ``backfill="always"``, flagged in the trace).
+with no translatable entity, or entities without relations give no clue facts and
+``trace["reason"]``. Their passages: none in the paper's order (``fusion=None``: an empty
+:class:`Evidence`, as the paper returns nothing; dense passages only with ``backfill="always"``,
+flagged in the trace); with fusion (the default ``"dense-first"``, or ``"rrf"``) the fused
+ranking degenerates to the dense one (``trace["fusion"]["traced"] == 0``) -- a fused retriever
+keeps its dense list when the other list is empty. An empty ParseKG is always an empty Evidence.
 """
 
 from __future__ import annotations
@@ -91,8 +95,12 @@ class TranslatorRetriever(Retriever):
 
     ``llm`` enables prompt-❸ decomposition (``max_steps`` calls at most); ``backend`` (Part B's
     :class:`~kgrag_plugins.methods.translator.decoding.TranslationBackend`) replaces the LLM-free
-    entity/relation translation. Options: ``bridge`` (LLM-free second round), ``backfill`` (dense
-    fill-up to k), ``reverse`` (App. J), ``bridge_passages`` (first-round passages whose entities
+    entity/relation translation; given a model instead (a local transformers model directory or
+    ``(model, tokenizer)``, a ``VLLMServer`` / ``VLLMEngine``, any LLM), the backend is chosen by
+    what it supports (:func:`~.vllm_backend.choose_backend`: HF constrained decoding, the vLLM
+    logits processor, vLLM structured outputs, else unconstrained decoding + projection).
+    Options: ``bridge`` (LLM-free second round), ``backfill`` (dense fill-up to k), ``reverse``
+    (App. J), ``bridge_passages`` (first-round passages whose entities
     are bridge candidates), ``bridge_alpha`` (bridge entities, default α), ``traced_bonus`` (``None``:
     traced passages strictly first, the paper; a float: traced passages compete with the dense
     top 2k with this bonus added to their cosine -- our addition), ``fusion`` (``None``: the
@@ -133,6 +141,14 @@ class TranslatorRetriever(Retriever):
         from ...models.llm import as_llm
 
         self.llm = as_llm(llm) if llm is not None else None
+        if backend is not None and not (
+            callable(getattr(backend, "entities", None)) and callable(getattr(backend, "relations", None))
+        ):
+            # a model, server, engine or LLM rather than a TranslationBackend: pick the best
+            # backend it supports (HF constrained > vLLM processor > vLLM structured > projection)
+            from .vllm_backend import choose_backend
+
+            backend = choose_backend(index, backend)
         self.backend = backend
         self.max_steps = max_steps
         self.opts = {**_OPTIONS, **opts}
@@ -303,11 +319,12 @@ class TranslatorRetriever(Retriever):
             ranked = sorted([(p, s + float(bonus)) for p, s in ranked] + dense, key=lambda x: -x[1])
             trace["dense_mixed"] = [p for p, _ in ranked[:k] if p not in traced]
             timings["backfill"] = (time.perf_counter() - t0) * 1000
-        if self.opts["fusion"] is not None and bonus is None and ranked:  # traced_bonus replaces fusion
-            ranked = self._fuse(ranked, qvec, k, trace, timings)
-        passages = [ScoredPassage(store.get(p), s) for p, s in ranked[:k]]
         if not ranked:
             trace["reason"] = self._why_empty(clues, eq)
+        if self.opts["fusion"] is not None and bonus is None:  # traced_bonus replaces fusion
+            # with nothing traced the fused ranking is the dense one (the reason stays in the trace)
+            ranked = self._fuse(ranked, qvec, k, trace, timings)
+        passages = [ScoredPassage(store.get(p), s) for p, s in ranked[:k]]
         fill_up = self.opts["backfill"] == "always" or (self.opts["backfill"] and ranked)
         if len(passages) < k and fill_up:
             t0 = time.perf_counter()
@@ -355,14 +372,22 @@ class TranslatorRetriever(Retriever):
         traced = {p for p, _ in ranked}
         if self.opts["fusion"] == "dense-first":
             order = list(dict.fromkeys(dense[:DENSE_FIRST] + [p for p, _ in ranked] + dense))
-            trace["fusion"] = {"method": "dense-first", "dense_in_top_k": [p for p in order[:k] if p not in traced]}
+            trace["fusion"] = {
+                "method": "dense-first",
+                "traced": len(traced),
+                "dense_in_top_k": [p for p in order[:k] if p not in traced],
+            }
             timings["fusion"] = (time.perf_counter() - t0) * 1000
             return [(p, 1.0 / (1 + r)) for r, p in enumerate(order)]
         for ids in ([p for p, _ in ranked], dense):
             for r, pid in enumerate(ids):
                 scores[pid] = scores.get(pid, 0.0) + 1.0 / (RRF_K + r + 1)
         fused = sorted(scores.items(), key=lambda x: -x[1])
-        trace["fusion"] = {"method": "rrf", "dense_in_top_k": [p for p, _ in fused[:k] if p not in traced]}
+        trace["fusion"] = {
+            "method": "rrf",
+            "traced": len(traced),
+            "dense_in_top_k": [p for p, _ in fused[:k] if p not in traced],
+        }
         timings["fusion"] = (time.perf_counter() - t0) * 1000
         return fused
 

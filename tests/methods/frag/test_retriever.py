@@ -558,6 +558,19 @@ def test_pagerank_keeps_the_top_nodes_and_the_topic_entities(movie_index):
     }
 
 
+def test_local_pagerank_on_large_graphs_keeps_the_paths(movie_index, monkeypatch):
+    """From LOCAL_PPR_MIN_ENTITIES on, PageRank walks the k-hop neighbourhood only; with every
+    node kept the candidate paths are the same set as with the whole-graph walk."""
+    import kgrag_plugins.methods.frag.retriever as frag_mod
+
+    q = "who directed [Big]"
+    whole, t0 = FRAGRetriever(movie_index, max_paths=ALL).paths(q, route="complex")
+    monkeypatch.setattr(frag_mod, "LOCAL_PPR_MIN_ENTITIES", 0)
+    local, t1 = FRAGRetriever(movie_index, max_paths=ALL).paths(q, route="complex")
+    assert t0["local_pagerank"] is False and t1["local_pagerank"] is True
+    assert whole and {_key(p) for p in local} == {_key(p) for p in whole}
+
+
 @pytest.mark.parametrize("max_nodes, pagerank", [(15, True), (2000, False)])
 def test_paths_of_one_relation_chain_are_ordered_by_pagerank(movie_index, max_nodes, pagerank):
     # The docstring: "Paths with the same chain are ordered by the PageRank of their end node", and

@@ -379,3 +379,29 @@ def test_translator_dense_first_is_the_default_fusion(index):
     assert traced and ev.passage_ids == expect
     assert ev.trace["fusion"]["method"] == "dense-first"
     assert [sp.score for sp in ev.passages] == sorted((sp.score for sp in ev.passages), reverse=True)
+
+
+@pytest.mark.parametrize("fusion", ["dense-first", "rrf"])
+def test_translator_fusion_keeps_dense_ranking_when_nothing_translates(index, fusion):
+    """A question naming no entity: no clue facts and the reason in the trace; with fusion the
+    passages are the dense ranking (the fused list degenerates to it), in the paper's order none."""
+    q = "what is the weather like today?"
+    paper = TranslatorRetriever(index, fusion=None).retrieve(q, 3)
+    assert paper.passages == [] and "no entity" in paper.trace["reason"]
+    ev = TranslatorRetriever(index, fusion=fusion).retrieve(q, 3)
+    dense = [p.id for p, _ in index.passages.dense_search(index.embed_query(q), 3)]
+    assert ev.facts == [] and "no entity" in ev.trace["reason"]
+    assert ev.passage_ids == dense and ev.trace["fusion"]["traced"] == 0
+    assert [sp.score for sp in ev.passages] == sorted((sp.score for sp in ev.passages), reverse=True)
+
+
+def test_translator_picks_a_backend_for_a_plain_llm(index):
+    """An LLM given as ``backend=`` is wrapped by choose_backend: a generic (non-vLLM) LLM gets
+    unconstrained decoding + projection, and its replies are projected onto the ParseKG."""
+    from kgrag_plugins.methods.translator.decoding import ProjectionBackend
+
+    llm = ScriptedLLM(lambda messages: "Johnny Cash@@ married")
+    r = TranslatorRetriever(index, fusion=None, backend=llm, reverse=False, bridge=False)
+    assert isinstance(r.backend, ProjectionBackend)
+    ev = r.retrieve("Who did Johnny Cash marry?", 3)
+    assert ev.facts and {f.data["entity"] for f in ev.facts} == {_ent(index, "Johnny Cash")}

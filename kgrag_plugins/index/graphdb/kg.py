@@ -1,0 +1,313 @@
+"""PropertyGraphKG: a :class:`~kgrag_plugins.index.graph.KnowledgeGraph` kept in a graph database.
+
+The graph lives in a LlamaIndex property graph store (Kùzu embedded, FalkorDB or Neo4j server)
+reached through a :class:`CypherStore` (the adapter is the LlamaIndex integration's
+``graphdb.py``; this module imports no framework or driver). What runs where (docs/graphdb.md):
+
+* **pushed down**: bulk load (batched ``UNWIND``), neighbourhood expansion (one query per hop
+  over the whole frontier: neighbours, and co-mentioned entities for activation), entity and
+  link lookups by id;
+* **fetched**: the entity table (ids, names, aliases, descriptions: what linking and entity
+  vectors need) once, and per query the seeds' neighbourhood as a small in-memory
+  :class:`KnowledgeGraph` (:meth:`PropertyGraphKG.subgraph_for`) on which PageRank, spreading
+  activation and FRAG's path search run unchanged.
+
+The fetched subgraph keeps the global order: entity rows, triple indices and passage rows are
+stored in the database (``kg_row``, ``kg_ti``, ``kg_prow``) and the subgraph lists them in that
+order with the full relation vocabulary, so every tie-break of the in-memory methods (stable
+sorts over rows and triple indices) is the same as on the whole graph.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from ..graph import Direction, KnowledgeGraph, UnknownEntityError
+from .dialects import Dialect, dialect, quote
+
+log = logging.getLogger("kgrag_plugins.index.graphdb")
+
+#: Rows per ``UNWIND`` batch when loading.
+BATCH = 5000
+#: Ids per read query (``UNWIND $ids``).
+READ_BATCH = 20000
+
+
+@runtime_checkable
+class CypherStore(Protocol):
+    """What :class:`PropertyGraphKG` needs from a graph database: a dialect name and a way to
+    run one parameterised Cypher statement returning rows as dicts (a LlamaIndex
+    ``PropertyGraphStore.structured_query``, wrapped by the adapter)."""
+
+    dialect: str
+
+    def run(self, query: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]: ...
+
+
+class PropertyGraphKG:
+    """A knowledge graph in a database: load it, expand neighbourhoods there, fetch subgraphs.
+
+    Args:
+        store: a :class:`CypherStore` (e.g. ``CypherAdapter(KuzuPropertyGraphStore(...))`` from
+            the LlamaIndex adapter, or its ``kuzu_kg`` / ``falkordb_kg`` factories).
+    """
+
+    def __init__(self, store: CypherStore) -> None:
+        self.store = store
+        self.dialect: Dialect = dialect(store.dialect)
+        self._relations: list[str] | None = None
+        self._table: KnowledgeGraph | None = None
+        #: Statements sent and rows received (for the benchmark and the tests).
+        self.stats = {"queries": 0, "rows": 0}
+
+    # ------------------------------------------------------------------ plumbing
+    def _run(self, query: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        rows = self.store.run(query, params or {})
+        self.stats["queries"] += 1
+        self.stats["rows"] += len(rows)
+        return rows
+
+    def _read(self, query: str, ids: Sequence[str]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for i in range(0, len(ids), READ_BATCH):
+            out.extend(self._run(query, {"ids": list(ids[i : i + READ_BATCH])}))
+        return out
+
+    def _bulk(self, query: str, rows: list[dict[str, Any]], batch: int) -> None:
+        for i in range(0, len(rows), batch):
+            self._run(query, {"rows": rows[i : i + batch]})
+
+    def setup(self) -> None:
+        """Create the ``kg_*`` columns / indexes (idempotent; "already exists" is ignored)."""
+        for stmt in self.dialect.setup:
+            try:
+                self._run(stmt)
+            except Exception as e:  # FalkorDB has no IF NOT EXISTS for indexes
+                if "already" not in str(e).lower():
+                    raise
+
+    # ------------------------------------------------------------------ load
+    def load(self, graph: KnowledgeGraph, *, batch: int = BATCH, clear: bool = True) -> dict[str, float]:
+        """Write ``graph`` (entities, triples with all their sources, passage links) into the
+        database with batched ``UNWIND`` statements; returns counts and seconds."""
+        t0 = time.perf_counter()
+        self.setup()
+        if clear:
+            for stmt in self.dialect.clear:
+                self._run(stmt)
+        d = self.dialect
+        ents = [
+            {
+                "id": e.id,
+                "name": e.name,
+                "label": e.type or "entity",
+                "row": i,
+                "dsc": e.description,
+                "aliases": list(e.aliases),
+            }
+            for i, e in enumerate(graph.entities())
+        ]
+        by_label: dict[str, list[dict[str, Any]]] = {}
+        for x in ents:  # FalkorDB / Neo4j: the type is a node label too (the stores' schema)
+            by_label.setdefault(x["label"] if d.triples_per_relation else "", []).append(x)
+        for label, rows in by_label.items():
+            self._bulk(d.create_entities.replace("{label}", quote(label)), rows, batch)
+        t1 = time.perf_counter()
+        h, r, t = graph.triple_arrays()
+        ids, rels = graph.entity_ids, graph.relations
+        sources = {i: graph.triple(i).source_ids for i in graph._triple_src}  # noqa: SLF001 (sparse map)
+        by_rel: dict[int, list[dict[str, Any]]] = {}
+        for ti in range(len(h)):
+            src = sources.get(ti, [])
+            row = {
+                "h": ids[h[ti]],
+                "t": ids[t[ti]],
+                "rel": rels[r[ti]],
+                "ti": ti,
+                "src": src,
+                "src0": src[0] if src else None,
+            }
+            by_rel.setdefault(int(r[ti]) if d.triples_per_relation else 0, []).append(row)
+        for ri, rows in by_rel.items():
+            self._bulk(d.create_triples.replace("{rel}", quote(rels[ri])), rows, batch)
+        t2 = time.perf_counter()
+        pids = graph.passage_ids
+        self._bulk(d.create_chunks, [{"id": p, "row": i} for i, p in enumerate(pids)], batch)
+        links = graph.link_matrix().tocoo()
+        mentions = [{"p": pids[int(c)], "e": ids[int(e)]} for e, c in zip(links.row, links.col)]
+        self._bulk(d.create_mentions, mentions, batch)
+        self._run(d.set_meta, {"key": "relations", "value": json.dumps(rels, ensure_ascii=False)})
+        self._run(d.set_meta, {"key": "meta", "value": json.dumps(graph.meta, ensure_ascii=False)})
+        self._relations, self._table = list(rels), None
+        t3 = time.perf_counter()
+        out = {
+            "entities": len(ents),
+            "triples": int(len(h)),
+            "links": len(mentions),
+            "entities_s": t1 - t0,
+            "triples_s": t2 - t1,
+            "links_s": t3 - t2,
+            "total_s": t3 - t0,
+        }
+        log.info("loaded %s into %s: %s", graph, d.name, out)
+        return out
+
+    # ------------------------------------------------------------------ reads
+    @property
+    def relations(self) -> list[str]:
+        """The relation vocabulary in the order of the loaded graph (``KnowledgeGraph.relations``)."""
+        if self._relations is None:
+            rows = self._run(self.dialect.get_meta, {"key": "relations"})
+            if not rows:
+                raise ValueError(
+                    f"no kgrag graph in this {self.dialect.name} database: load one with PropertyGraphKG.load"
+                )
+            self._relations = list(json.loads(rows[0]["value"]))
+        return list(self._relations)
+
+    def entity_table(self) -> KnowledgeGraph:
+        """Every entity (id, name, aliases, description, type; in row order) and the relation
+        vocabulary as a triple-less :class:`KnowledgeGraph`: what question linking and entity
+        vectors read. Fetched once and cached."""
+        if self._table is None:
+            rows = sorted(self._run(self.dialect.all_entities()), key=lambda x: x["row"])
+            self._table = _graph(rows, self.relations, [], [])
+        return self._table
+
+    def entities_with_triples(self, n: int = 1) -> list[str]:
+        """Up to ``n`` entity ids that head a triple (a non-empty subgraph to run a method on)."""
+        return [x["h"] for x in self._run(self.dialect.any_triple_heads(n))]
+
+    def num_triples(self) -> int:
+        return int(self._run(self.dialect.count_triples())[0]["n"])
+
+    def neighbors(self, entity_id: str, direction: Direction = "both") -> list[tuple[str, str, str]]:
+        """Like :meth:`KnowledgeGraph.neighbors`: ``(neighbour id, relation, "out"|"in")`` in
+        triple order, answered by the database."""
+        self._check([entity_id])
+        out: list[tuple[int, str, str, str]] = []
+        if direction in ("out", "both"):
+            out += [(x["ti"], x["t"], x["rel"], "out") for x in self._read(self.dialect.out_edges(), [entity_id])]
+        if direction in ("in", "both"):
+            out += [(x["ti"], x["h"], x["rel"], "in") for x in self._read(self.dialect.in_edges(), [entity_id])]
+        out.sort(key=lambda x: x[0])
+        return [(nb, rel, d) for _, nb, rel, d in out]
+
+    def k_hop(self, seeds: Iterable[str], k: int, direction: Direction = "both") -> dict[str, int]:
+        """Like :meth:`KnowledgeGraph.k_hop` (entity id -> hop distance), expanded in the database
+        one hop at a time (one query per hop and direction for the whole frontier)."""
+        dist = {s: 0 for s in dict.fromkeys(seeds)}
+        self._check(list(dist))
+        frontier = list(dist)
+        for hop in range(1, k + 1):
+            if not frontier:
+                break
+            nxt: list[str] = []
+            for e in self._expand(frontier, direction)[0]:
+                if e not in dist:
+                    dist[e] = hop
+                    nxt.append(e)
+            frontier = nxt
+        return dist
+
+    def subgraph_for(
+        self,
+        seeds: Iterable[str],
+        hops: int | None = None,
+        *,
+        passages: Iterable[str] = (),
+        via_passages: bool = False,
+    ) -> KnowledgeGraph:
+        """The seeds' neighbourhood as an in-memory :class:`KnowledgeGraph`.
+
+        ``hops=None`` fetches the closure (the connected component of the seeds, and of the
+        ``passages`` when given), which makes PageRank on the subgraph equal to PageRank on
+        the whole graph; an int stops after that many hops. ``via_passages`` also walks
+        entity -> passage -> entity links (the entity+passage graph of ``ActivationRetriever``).
+        Induced on the reached entities: all their triples among them, all their passage links.
+        """
+        ents = list(dict.fromkeys(seeds))
+        self._check(ents)
+        d = self.dialect
+        pids = list(dict.fromkeys(passages))
+        if pids:  # the passages' own entities start the walk with the seeds
+            ents += [x["e"] for x in self._read(d.chunk_entities(), pids)]
+            ents = list(dict.fromkeys(ents))
+        seen_e = set(ents)
+        frontier = ents
+        hop = 0
+        while frontier and (hops is None or hop < hops):
+            hop += 1
+            new = [x["e"] for x in self._read(d.neighbours(), frontier)]
+            if via_passages:
+                new += [x["e"] for x in self._read(d.co_mentioned(), frontier)]
+            frontier = [e for e in dict.fromkeys(new) if e not in seen_e]
+            seen_e.update(frontier)
+        return self._induced(sorted(seen_e))
+
+    # ------------------------------------------------------------------ helpers
+    def _check(self, ids: Sequence[str]) -> None:
+        table = self.entity_table()
+        for e in ids:
+            if e not in table:
+                raise UnknownEntityError(f"unknown entity id {e!r}", entity_id=e, graph=table)
+
+    def _expand(self, frontier: Sequence[str], direction: Direction) -> tuple[list[str], list[dict[str, Any]]]:
+        """Neighbour ids of ``frontier`` (and, for one direction, the edge rows) in the database."""
+        if direction == "both":
+            return [x["e"] for x in self._read(self.dialect.neighbours(), frontier)], []
+        rows: list[dict[str, Any]] = []
+        nbrs: list[str] = []
+        if direction in ("out", "both"):
+            got = self._read(self.dialect.out_edges(), frontier)
+            rows += got
+            nbrs += [x["t"] for x in got]
+        if direction in ("in", "both"):
+            got = self._read(self.dialect.in_edges(), frontier)
+            rows += got
+            nbrs += [x["h"] for x in got]
+        return nbrs, rows
+
+    def _induced(self, ids: list[str]) -> KnowledgeGraph:
+        """Entities ``ids`` with the triples among them and their passage links, fetched."""
+        ent_rows = sorted(self._read(self.dialect.entities(), ids), key=lambda x: x["row"])
+        inside = set(ids)
+        edges = {x["ti"]: x for x in self._read(self.dialect.out_edges(), ids) if x["t"] in inside}
+        links = self._read(self.dialect.entity_chunks(), ids)
+        return _graph(ent_rows, self.relations, [edges[t] for t in sorted(edges)], links)
+
+
+def _graph(
+    ent_rows: list[dict[str, Any]], relations: list[str], edges: list[dict[str, Any]], links: list[dict[str, Any]]
+) -> KnowledgeGraph:
+    """A KnowledgeGraph from fetched rows (entities and edges already in global order)."""
+    ids = [x["id"] for x in ent_rows]
+    pos = {e: i for i, e in enumerate(ids)}
+    rid = {r: i for i, r in enumerate(relations)}
+    h = np.array([pos[x["h"]] for x in edges], dtype=np.int32)
+    r = np.array([rid[x["rel"]] for x in edges], dtype=np.int32)
+    t = np.array([pos[x["t"]] for x in edges], dtype=np.int32)
+    g = KnowledgeGraph.from_columns(
+        ids,
+        [x["name"] for x in ent_rows],
+        relations,
+        h,
+        r,
+        t,
+        aliases=[list(x.get("aliases") or []) for x in ent_rows],
+        descriptions=[x.get("dsc") or "" for x in ent_rows],
+        types=["" if x.get("label") in (None, "entity") else x["label"] for x in ent_rows],
+        dedupe=False,
+    )
+    for x in edges:
+        if x.get("src"):
+            g.add_triple(x["h"], x["rel"], x["t"], list(x["src"]))
+    for x in sorted(links, key=lambda x: (x["prow"], pos[x["e"]])):
+        g.link(x["e"], x["p"])
+    return g

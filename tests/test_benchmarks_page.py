@@ -1,0 +1,46 @@
+"""docs/benchmarks.md is generated from docs/benchmarks/*.json by benchmarks/benchmarks_page.py."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _page():
+    spec = importlib.util.spec_from_file_location("benchmarks_page", ROOT / "benchmarks" / "benchmarks_page.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_benchmarks_page_is_in_sync_with_the_reports():
+    page = _page()
+    assert page.TARGET.read_text() == page.build(), "regenerate: python benchmarks/benchmarks_page.py"
+
+
+def _report(path: Path, dataset: str, results: dict) -> None:
+    path.write_text(json.dumps({"dataset": dataset, "results": results}))
+
+
+def _r(r5: float, p50: float, r2: float = 0.1) -> dict:
+    return {"recall@2": r2, "recall@5": r5, "latency_ms": {"p50": p50, "p95": p50}, "index_seconds": 7.0}
+
+
+def test_page_rows_deltas_ratios_and_disagreement(tmp_path):
+    page = _page()
+    _report(tmp_path / "a.json", "musique", {"dense": _r(0.5, 10.0), "x": _r(0.62, 25.0)})
+    _report(tmp_path / "b.json", "musique", {"dense": _r(0.5, 99.0), "x": _r(0.61, 1.0), "y": _r(0.4, 5.0)})
+    _report(tmp_path / "c.json", "popqa", {"translator[fusion=dense-first]": _r(0.7, 3.0)})
+    (tmp_path / "broken.json").write_text("{not json")
+    text = page.build(tmp_path)
+    # latency and its ratio come from the first report where the retriever ran beside dense
+    assert "| x | 0.100 | 0.620 | +12.0 | 25.0 | 2.50 | 7 | a.json |" in text
+    assert "| y | 0.100 | 0.400 | -10.0 | 5.0 | 0.05 | 7 | b.json |" in text
+    # recall disagreeing between reports is shown, not hidden
+    assert "WARNING: x: R@5 0.62 in an earlier report, 0.61 in b.json" in text
+    # no dense beside it: no ratio, no delta; the default option row is listed as the retriever
+    assert "| translator[fusion=dense-first] | 0.100 | 0.700 | — | — | — | — | — |" in text
+    assert "| translator | — | — | — | 0.700 |" in text
