@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Literal, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -202,16 +202,26 @@ def default_embedder() -> SentenceTransformerEmbedder:
         return _DEFAULT
 
 
+#: ``as_embedder`` strings -> the ONNX variant (``quantize`` argument of ``OnnxEmbedder``).
+_NAMED: dict[str, Literal["int8"] | None] = {"onnx": None, "onnx-int8": "int8"}
+
+
 def as_embedder(obj: object) -> Embedder:
     """Coerce ``obj`` to an :class:`Embedder`.
 
     ``None`` -> :func:`default_embedder`; an :class:`Embedder` -> itself; a LangChain
     ``Embeddings`` (``embed_documents`` / ``embed_query``) or a LlamaIndex ``BaseEmbedding``
     (``get_text_embedding_batch``) -> its adapter from ``kgrag_plugins.integrations`` (imported
-    only for such an object, so no framework is loaded otherwise). Anything else: ``TypeError``.
+    only for such an object, so no framework is loaded otherwise). The strings ``"onnx"`` and
+    ``"onnx-int8"`` -> the bundled MiniLM on ONNX Runtime (fp32 / int8, ``models/embed_onnx.py``).
+    Anything else: ``TypeError``.
     """
     if obj is None:
         return default_embedder()
+    if isinstance(obj, str) and obj in _NAMED:
+        from .embed_onnx import shared_onnx_embedder
+
+        return shared_onnx_embedder(_NAMED[obj])
     if isinstance(obj, Embedder) and getattr(obj, "kgrag_embedder", None) is None:
         return obj
     from ..integrations import framework_embedder  # recognises framework objects by shape
