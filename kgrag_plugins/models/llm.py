@@ -465,8 +465,20 @@ class OpenAICompatibleLLM:
     ) -> str:
         """Send one chat completion request (with retries) and return the reply text."""
         started = time.monotonic()
-        payload, client = self._payload(prompt, stop, max_tokens, temperature), self._sync_client()
-        plan: Generator[tuple[str, float], Any, str] = self._plan(started)
+        return self._post_planned(started, self._payload(prompt, stop, max_tokens, temperature))
+
+    def _post_planned(
+        self,
+        started: float,
+        payload: dict[str, Any],
+        handle: Callable[[httpx.Response], Any] | None = None,
+        url: str = "",
+    ) -> Any:
+        """Drive :meth:`_plan` synchronously: POST ``payload`` to ``url`` (default the chat
+        endpoint) under the retry plan and return what ``handle`` makes of the reply. The one
+        sync driver of :meth:`complete`, :mod:`.logprobs` and the vLLM translator backend."""
+        client, url = self._sync_client(), url or self.url
+        plan: Generator[tuple[str, float], Any, Any] = self._plan(started, handle, url)
         outcome: Any = None
         try:
             while True:
@@ -476,7 +488,7 @@ class OpenAICompatibleLLM:
                     time.sleep(seconds)
                     continue
                 try:
-                    outcome = client.post(self.url, json=payload, headers=self._headers(), timeout=seconds)
+                    outcome = client.post(url, json=payload, headers=self._headers(), timeout=seconds)
                 except httpx.TransportError as exc:
                     outcome = exc
         except StopIteration as done:

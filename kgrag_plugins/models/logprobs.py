@@ -295,22 +295,7 @@ def openai_complete_logprobs(
     started = time.monotonic()
     url = f"{llm.base_url}/completions" if raw else llm.url
     payload = _payload(llm, prompt, max_tokens, temperature, top_logprobs, raw)
-    client = llm._sync_client()
-    plan = llm._plan(started, _handler(llm, url, raw), url)
-    outcome: Any = None
-    try:
-        while True:
-            step, seconds = plan.send(outcome)
-            outcome = None
-            if step == "sleep":
-                time.sleep(seconds)
-                continue
-            try:
-                outcome = client.post(url, json=payload, headers=llm._headers(), timeout=seconds)
-            except httpx.TransportError as exc:
-                outcome = exc
-    except StopIteration as done:
-        return done.value
+    return llm._post_planned(started, payload, _handler(llm, url, raw), url)
 
 
 # --------------------------------------------------------------------------- validated calls

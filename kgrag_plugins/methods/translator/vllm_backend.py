@@ -114,24 +114,7 @@ def _post_completions(llm: Any, payload: dict[str, Any]) -> list[dict[str, Any]]
         llm._record_usage(data.get("usage"))
         return choices
 
-    started, client = time.monotonic(), llm._sync_client()
-    plan = llm._plan(started, handle, url)
-    outcome: Any = None
-    try:
-        while True:
-            step, seconds = plan.send(outcome)
-            outcome = None
-            if step == "sleep":
-                time.sleep(seconds)
-                continue
-            try:
-                outcome = client.post(
-                    url, json={"model": llm.model, **payload}, headers=llm._headers(), timeout=seconds
-                )
-            except httpx.TransportError as exc:
-                outcome = exc
-    except StopIteration as done:
-        return done.value
+    return llm._post_planned(time.monotonic(), {"model": llm.model, **payload}, handle, url)
 
 
 def processor_loaded(llm: Any) -> bool:
