@@ -8,8 +8,9 @@ paths of the pipeline that suits it (§2 steps 3-7, paper defaults):
 2. **Personalized PageRank** on the whole graph, restart at the topic entities, damping 0.8,
    keeping the top n = 2000 neighbourhood nodes (the query subgraph is induced by them). When
    the neighbourhood has at most n nodes every node is kept (PageRank then only breaks ties, 5.).
-   On graphs of ``LOCAL_PPR_MIN_ENTITIES`` (1M) entities or more the walk is confined to the
-   k-hop neighbourhood (local PageRank; our deviation for Wikidata5M-size KGs, docs/scale.md).
+   On graphs of ``LARGE_GRAPH_ENTITIES`` (1M) entities or more the walk is confined to the
+   k-hop neighbourhood (local PageRank; our deviation for Wikidata5M-size KGs, docs/scale.md),
+   and zero-shot chain scores use relation vectors instead of embedding chain texts.
 3. **Relation pruning**: the distinct relation names of the subgraph ranked by similarity to the
    question, top m = 64 kept; the topic entities plus both endpoints of kept edges induce the
    pruned subgraph.
@@ -104,10 +105,12 @@ MAX_CHAIN_TEXTS = 256
 MAX_CHAIN_TEXT_RELATIONS = 1000
 #: Largest graph whose entity vectors FRAG computes on the fly for embedding-based linking.
 EMBED_LINK_MAX_ENTITIES = 5000
-#: From this many entities the PageRank of step 2 runs on the k-hop neighbourhood only (local
-#: PageRank, our deviation for Wikidata5M-size graphs: the whole-graph walk per question took
-#: ~18 s there; the released code runs it offline). Below, the paper's whole-graph walk.
-LOCAL_PPR_MIN_ENTITIES = 1_000_000
+#: From this many entities (Wikidata5M-size graphs; our deviations, docs/scale.md) the PageRank of
+#: step 2 runs on the k-hop neighbourhood only (the whole-graph walk per question took ~18 s there;
+#: the released code runs it offline), and zero-shot chain scores are the mean cosine of the
+#: chain's relations (chains of a huge graph rarely repeat, so embedding their texts per question
+#: cost ~0.4-1 s). Below, the paper's whole-graph walk and embedded chain texts.
+LARGE_GRAPH_ENTITIES = 1_000_000
 _CVT = re.compile(r"^[mg]\.[0-9a-z_]+$")
 
 
@@ -336,8 +339,8 @@ class FRAGRetriever(Retriever):
         t = time.perf_counter()
         hood = self._pg.k_hop(seeds, k)
         # the graph's own PageRank (also the tie-break of path ranking): parallel edges add weight;
-        # walked both ways when ``inverse``; from LOCAL_PPR_MIN_ENTITIES on it stays in the hood
-        local = self._pg.n >= LOCAL_PPR_MIN_ENTITIES
+        # walked both ways when ``inverse``; from LARGE_GRAPH_ENTITIES on it stays in the hood
+        local = self._pg.n >= LARGE_GRAPH_ENTITIES
         ppr = self.graph.personalized_pagerank(
             dict.fromkeys(topics, 1.0),
             damping=self.damping,
@@ -508,10 +511,14 @@ class FRAGRetriever(Retriever):
     def _zero_shot(self, chains: np.ndarray, qv: np.ndarray) -> np.ndarray:
         """Cosine between the relation query and each verbalised chain (vectors cached across
         questions). On graphs with more than ``MAX_CHAIN_TEXT_RELATIONS`` relations (corpus
-        graphs, whose relations are phrases, so chains rarely repeat) or above
-        ``MAX_CHAIN_TEXTS`` distinct chains: the mean cosine of the chain's relations (the
+        graphs, whose relations are phrases, so chains rarely repeat), of ``LARGE_GRAPH_ENTITIES``
+        entities or more, or above ``MAX_CHAIN_TEXTS`` distinct chains: the mean cosine of the chain's relations (the
         index's relation vectors), so a question never embeds many long texts."""
-        if len(chains) <= MAX_CHAIN_TEXTS and len(self._relations) <= MAX_CHAIN_TEXT_RELATIONS:
+        if (
+            len(chains) <= MAX_CHAIN_TEXTS
+            and len(self._relations) <= MAX_CHAIN_TEXT_RELATIONS
+            and self._pg.n < LARGE_GRAPH_ENTITIES
+        ):
             vecs, _ = self._cache.vectors([self._chain_text(c) for c in chains], self._embed)
             return (vecs @ qv).astype(np.float64)
         rel_cos = self.index.relation_vectors @ qv

@@ -559,14 +559,20 @@ def test_pagerank_keeps_the_top_nodes_and_the_topic_entities(movie_index):
 
 
 def test_local_pagerank_on_large_graphs_keeps_the_paths(movie_index, monkeypatch):
-    """From LOCAL_PPR_MIN_ENTITIES on, PageRank walks the k-hop neighbourhood only; with every
-    node kept the candidate paths are the same set as with the whole-graph walk."""
+    """From LARGE_GRAPH_ENTITIES on, PageRank walks the k-hop neighbourhood only and chains are
+    scored by relation vectors; with every node kept the candidate paths are the same set."""
     import kgrag_plugins.methods.frag.retriever as frag_mod
 
     q = "who directed [Big]"
     whole, t0 = FRAGRetriever(movie_index, max_paths=ALL).paths(q, route="complex")
-    monkeypatch.setattr(frag_mod, "LOCAL_PPR_MIN_ENTITIES", 0)
-    local, t1 = FRAGRetriever(movie_index, max_paths=ALL).paths(q, route="complex")
+    monkeypatch.setattr(frag_mod, "LARGE_GRAPH_ENTITIES", 0)
+    big = FRAGRetriever(movie_index, max_paths=ALL)
+
+    def no_texts(texts):  # large graphs score chains by relation vectors, embedding no chain text
+        raise AssertionError(f"embedded chain texts {texts[:2]}")
+
+    monkeypatch.setattr(big, "_embed", no_texts)
+    local, t1 = big.paths(q, route="complex")
     assert t0["local_pagerank"] is False and t1["local_pagerank"] is True
     assert whole and {_key(p) for p in local} == {_key(p) for p in whole}
 
