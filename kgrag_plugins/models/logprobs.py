@@ -141,10 +141,18 @@ def _logprob(x: Any, where: str) -> float:
     return float(x)
 
 
+_TYPE_NAMES = {str: "a string", dict: "an object", list: "a list"}
+
+
+def _expect(x: Any, kind: type, where: str) -> None:
+    """Raise :class:`LogprobsFormatError` unless ``x`` is a ``kind`` (``str``, ``dict`` or ``list``)."""
+    if not isinstance(x, kind):
+        raise LogprobsFormatError(f"{where} must be {_TYPE_NAMES[kind]}, got {type(x).__name__}")
+
+
 def _choice(data: Any) -> dict[str, Any]:
     choice = _get(_get(data, "choices", "response"), 0, "choices")
-    if not isinstance(choice, dict):
-        raise LogprobsFormatError(f"choices[0] must be an object, got {type(choice).__name__}")
+    _expect(choice, dict, "choices[0]")
     return choice
 
 
@@ -153,34 +161,28 @@ def parse_chat_logprobs(data: Any) -> Completion:
     ``choices[0].logprobs.content[i].{token, logprob, top_logprobs[{token, logprob}]}``."""
     choice = _choice(data)
     text = _get(_get(choice, "message", "choices[0]"), "content", "choices[0].message")
-    if not isinstance(text, str):
-        raise LogprobsFormatError(f"choices[0].message.content must be a string, got {type(text).__name__}")
+    _expect(text, str, "choices[0].message.content")
     lp = choice.get("logprobs")
     if lp is None:
         return Completion(text)
-    if not isinstance(lp, dict):
-        raise LogprobsFormatError(f"choices[0].logprobs must be an object, got {type(lp).__name__}")
+    _expect(lp, dict, "choices[0].logprobs")
     content = lp.get("content")
     if content is None:
         return Completion(text)
-    if not isinstance(content, list):
-        raise LogprobsFormatError(f"choices[0].logprobs.content must be a list, got {type(content).__name__}")
+    _expect(content, list, "choices[0].logprobs.content")
     tokens: list[TokenLogprob] = []
     for i, item in enumerate(content):
         where = f"choices[0].logprobs.content[{i}]"
         token = _get(item, "token", where)
-        if not isinstance(token, str):
-            raise LogprobsFormatError(f"{where}.token must be a string, got {type(token).__name__}")
+        _expect(token, str, f"{where}.token")
         logprob = _logprob(_get(item, "logprob", where), f"{where}.logprob")
         top: dict[str, float] = {}
         alts = item.get("top_logprobs") or []
-        if not isinstance(alts, list):
-            raise LogprobsFormatError(f"{where}.top_logprobs must be a list, got {type(alts).__name__}")
+        _expect(alts, list, f"{where}.top_logprobs")
         for j, alt in enumerate(alts):
             w = f"{where}.top_logprobs[{j}]"
             tok = _get(alt, "token", w)
-            if not isinstance(tok, str):
-                raise LogprobsFormatError(f"{w}.token must be a string, got {type(tok).__name__}")
+            _expect(tok, str, f"{w}.token")
             value = _logprob(_get(alt, "logprob", w), f"{w}.logprob")
             top[tok] = max(value, top.get(tok, -math.inf))
         top.setdefault(token, logprob)
@@ -193,13 +195,11 @@ def parse_completion_logprobs(data: Any) -> Completion:
     ``choices[0].logprobs.{tokens, token_logprobs, top_logprobs[{token: logprob}]}``."""
     choice = _choice(data)
     text = _get(choice, "text", "choices[0]")
-    if not isinstance(text, str):
-        raise LogprobsFormatError(f"choices[0].text must be a string, got {type(text).__name__}")
+    _expect(text, str, "choices[0].text")
     lp = choice.get("logprobs")
     if lp is None:
         return Completion(text)
-    if not isinstance(lp, dict):
-        raise LogprobsFormatError(f"choices[0].logprobs must be an object, got {type(lp).__name__}")
+    _expect(lp, dict, "choices[0].logprobs")
     toks = _get(lp, "tokens", "choices[0].logprobs")
     lps = _get(lp, "token_logprobs", "choices[0].logprobs")
     tops = lp.get("top_logprobs")
@@ -212,13 +212,11 @@ def parse_completion_logprobs(data: Any) -> Completion:
     tokens: list[TokenLogprob] = []
     for i, (token, value, alts) in enumerate(zip(toks, lps, tops)):
         where = "choices[0].logprobs"
-        if not isinstance(token, str):
-            raise LogprobsFormatError(f"{where}.tokens[{i}] must be a string, got {type(token).__name__}")
+        _expect(token, str, f"{where}.tokens[{i}]")
         logprob = _logprob(value, f"{where}.token_logprobs[{i}]")
         if alts is None:
             alts = {}
-        if not isinstance(alts, dict):
-            raise LogprobsFormatError(f"{where}.top_logprobs[{i}] must be an object, got {type(alts).__name__}")
+        _expect(alts, dict, f"{where}.top_logprobs[{i}]")
         top = {str(k): _logprob(v, f"{where}.top_logprobs[{i}][{k!r:.40}]") for k, v in alts.items()}
         top.setdefault(token, logprob)
         tokens.append(TokenLogprob(token, logprob, top))
