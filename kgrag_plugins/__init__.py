@@ -6,9 +6,8 @@ Methods are framework-free; the LlamaIndex / LangGraph adapters (``SpreadingActi
 (each needs its extra), so ``import kgrag_plugins`` loads no framework.
 """
 
-from typing import Any
-
 from . import integrations as _integrations  # noqa: F401 - framework-free; sets the tiktoken cache
+from ._lazy import lazy_getattr
 from ._version import __version__
 from .index.graph import KnowledgeGraph
 from .index.parsekg import ParseKG
@@ -58,9 +57,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _ADAPTERS:
-        from . import integrations
-
-        return getattr(integrations, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, dict.fromkeys(_ADAPTERS, ".integrations"))

@@ -22,6 +22,8 @@ import importlib.util
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .._lazy import lazy_dir, lazy_getattr
+
 if TYPE_CHECKING:  # pragma: no cover
     from langgraph.graph.state import CompiledStateGraph
 
@@ -47,15 +49,8 @@ _EXPORTS = {
 __all__ = sorted([*_EXPORTS, "AGENTS", "build_agent"])
 
 
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        module = importlib.import_module(f".{_EXPORTS[name]}", __name__)
-        return getattr(module, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__ = lazy_getattr(__name__, {name: f".{module}" for name, module in _EXPORTS.items()})
+__dir__ = lazy_dir(globals())
 
 
 def _lazy(module: str, attr: str) -> Callable[..., CompiledStateGraph]:

@@ -26,6 +26,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .._lazy import lazy_dir, lazy_getattr
+
 _EXPORTS = {
     # llama_index
     "HopAwareRetriever": "llama_index",
@@ -71,15 +73,8 @@ _EXPORTS = {
 __all__ = sorted([*_EXPORTS, "framework_embedder", "framework_llm"])
 
 
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        module = importlib.import_module(f".{_EXPORTS[name]}", __name__)
-        return getattr(module, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__ = lazy_getattr(__name__, {name: f".{module}" for name, module in _EXPORTS.items()})
+__dir__ = lazy_dir(globals())
 
 
 def _instance_of(obj: Any, module: str, cls: str) -> bool:

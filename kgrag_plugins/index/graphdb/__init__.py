@@ -9,22 +9,18 @@ framework or a database driver until it is used. See docs/graphdb.md.
 
 from __future__ import annotations
 
-from typing import Any
+from ..._lazy import lazy_getattr
 
 __all__ = ["CypherStore", "DBActivationRetriever", "DBFRAGRetriever", "FalkorDBServer", "PropertyGraphKG"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in ("CypherStore", "PropertyGraphKG"):
-        from . import kg
-
-        return getattr(kg, name)
-    if name in ("DBActivationRetriever", "DBFRAGRetriever"):
-        from . import retrieve
-
-        return getattr(retrieve, name)
-    if name == "FalkorDBServer":
-        from .server import FalkorDBServer
-
-        return FalkorDBServer
-    raise AttributeError(name)
+__getattr__ = lazy_getattr(
+    __name__,
+    {
+        "CypherStore": ".kg",
+        "PropertyGraphKG": ".kg",
+        "DBActivationRetriever": ".retrieve",
+        "DBFRAGRetriever": ".retrieve",
+        "FalkorDBServer": ".server",
+    },
+)

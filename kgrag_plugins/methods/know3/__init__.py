@@ -11,8 +11,7 @@ anything at import time.
 
 from __future__ import annotations
 
-from typing import Any
-
+from ..._lazy import lazy_getattr
 from .extraction import Extraction, LinkedTriple, TripleExtractor, chain_triples, path_triples
 from .filter import ReferenceFilter
 from .loop import Know3Retriever
@@ -45,10 +44,5 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Verifier and KGQA completion names, imported on first use."""
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name], __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: Verifier and KGQA completion names, imported on first use.
+__getattr__ = lazy_getattr(__name__, _LAZY)
