@@ -38,10 +38,10 @@ require("langgraph", "langgraph", "langchain_core", feature="kgrag_plugins.agent
 
 from langgraph.graph import END, START, StateGraph  # noqa: E402
 
-from ..methods.sa_rag.cot import SARAGCoT, _as_bool, _as_text, parse_json_object  # noqa: E402
+from ..methods.sa_rag.cot import SARAGCoT, parse_reasoning  # noqa: E402
 from ..methods.sa_rag.prompts import QUESTION_PREFIX, REASONING_SYSTEM  # noqa: E402
 from ..models.prompting import data_block  # noqa: E402
-from ..models.replies import InvalidReply, complete_validated  # noqa: E402
+from ..models.replies import complete_validated  # noqa: E402
 from .common import context_retrieval, evidence_record, json_answer, llm_of, resolve_step  # noqa: E402
 from .state import AgentState, add_evidence, add_llm_errors, final_update  # noqa: E402
 
@@ -51,25 +51,6 @@ logger = logging.getLogger("kgrag_plugins.agents.cot")
 
 #: Extra retrievals (reasoning steps), SA-RAG's ``ReasoningConfig``.
 MAX_STEPS = 3
-
-
-def parse_reasoning(reply: str) -> dict[str, Any]:
-    """A reasoning reply as ``{provided_context, answer_possible (bool), final_answer,
-    additional_question}``; :class:`InvalidReply` when no JSON object with a readable
-    ``answer_possible`` is found (code fences, prose around the object and ``"yes"``/``"false"``
-    strings are tolerated: :func:`~kgrag_plugins.methods.sa_rag.cot.parse_json_object`)."""
-    obj = parse_json_object(reply)
-    if obj is None:
-        raise InvalidReply("no JSON object in the reasoning reply")
-    possible = _as_bool(obj.get("answer_possible"))
-    if possible is None:
-        raise InvalidReply("reasoning reply lacks a readable answer_possible")
-    return {
-        "provided_context": _as_text(obj.get("provided_context")),
-        "answer_possible": possible,
-        "final_answer": _as_text(obj.get("final_answer")),
-        "additional_question": _as_text(obj.get("additional_question")),
-    }
 
 
 def cot_graph(

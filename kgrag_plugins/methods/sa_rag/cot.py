@@ -18,7 +18,7 @@ from .retriever import CONTEXT_HEADER, SARAGRetriever
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SARAGCoT", "parse_json_object"]
+__all__ = ["SARAGCoT", "parse_json_object", "parse_reasoning"]
 
 # ---------------------------------------------------------------------- JSON replies
 
@@ -86,6 +86,26 @@ def _as_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def parse_reasoning(reply: str) -> dict[str, Any]:
+    """A reasoning reply (§6.3) as ``{provided_context, answer_possible (bool), final_answer,
+    additional_question}``; :class:`InvalidReply` when no JSON object with a readable
+    ``answer_possible`` is found (code fences, prose around the object and ``"yes"``/``"false"``
+    strings are tolerated: :func:`parse_json_object`). Shared by :class:`SARAGCoT` and the
+    CoT agents (``kgrag_plugins.agents.cot``)."""
+    obj = parse_json_object(reply)
+    if obj is None:
+        raise InvalidReply("unparseable reply")
+    possible = _as_bool(obj.get("answer_possible"))
+    if possible is None:
+        raise InvalidReply("reply lacks a readable answer_possible")
+    return {
+        "provided_context": _as_text(obj.get("provided_context")),
+        "answer_possible": possible,
+        "final_answer": _as_text(obj.get("final_answer")),
+        "additional_question": _as_text(obj.get("additional_question")),
+    }
+
+
 # ---------------------------------------------------------------------- SA-RAG + CoT
 
 
@@ -143,18 +163,7 @@ class SARAGCoT:
 
         def validate(reply: str) -> dict[str, Any]:
             replies.append(reply)
-            obj = parse_json_object(reply)
-            if obj is None:
-                raise InvalidReply("unparseable reply")
-            possible = _as_bool(obj.get("answer_possible"))
-            if possible is None:
-                raise InvalidReply("reply lacks a readable answer_possible")
-            return {
-                "provided_context": _as_text(obj.get("provided_context")),
-                "answer_possible": possible,
-                "final_answer": _as_text(obj.get("final_answer")),
-                "additional_question": _as_text(obj.get("additional_question")),
-            }
+            return parse_reasoning(reply)
 
         errors: list[dict[str, Any]] = []
         try:
