@@ -232,6 +232,21 @@ def _cmd_train_kge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tuning_options(args: argparse.Namespace) -> dict:
+    """The fine-tuning flags ``train translator`` and ``train generator-dpo`` share (LoRA / QLoRA,
+    merged export, steps, resume, progress), as keyword arguments of their train functions."""
+    return {
+        "lora": args.lora,
+        "lora_r": args.lora_r,
+        "lora_alpha": args.lora_alpha,
+        "qlora": args.qlora,
+        "merge": args.merge,
+        "max_steps": args.max_steps,
+        "resume": args.resume,
+        "progress": not args.quiet,
+    }
+
+
 def _cmd_train_translator(args: argparse.Namespace) -> int:
     from .train.lora import QLoRAUnavailableError
     from .train.translator import train_translator
@@ -241,18 +256,11 @@ def _cmd_train_translator(args: argparse.Namespace) -> int:
             None,
             args.base_model,
             args.out,
-            lora=args.lora,
-            lora_r=args.lora_r,
-            lora_alpha=args.lora_alpha,
-            qlora=args.qlora,
-            merge=args.merge,
-            max_steps=args.max_steps,
             data=[d.strip() for d in args.data.split(",") if d.strip()],
             data_dir=args.data_dir,
             limit=args.limit,
             build_only=args.build_only,
-            resume=args.resume,
-            progress=not args.quiet,
+            **_tuning_options(args),
         )
     except QLoRAUnavailableError as e:
         print(f"kgrag train translator: error: {e}", file=sys.stderr)
@@ -314,14 +322,7 @@ def _cmd_train_dpo(args: argparse.Namespace) -> int:
             data_path,
             args.base_model,
             args.out,
-            lora=args.lora,
-            lora_r=args.lora_r,
-            lora_alpha=args.lora_alpha,
-            qlora=args.qlora,
-            merge=args.merge,
-            max_steps=args.max_steps,
-            resume=args.resume,
-            progress=not args.quiet,
+            **_tuning_options(args),
         )
     except QLoRAUnavailableError as e:
         print(f"kgrag train generator-dpo: error: {e}", file=sys.stderr)
