@@ -100,16 +100,21 @@ def _cmd_index(args: argparse.Namespace) -> int:
     settings = {"corpus": str(args.corpus) if args.corpus else None, "kg": str(args.kg) if args.kg else None}
     if load_report is not None:
         settings["kg_load"] = load_report.to_dict()
-    index = KnowledgeIndex.build(
-        passages,
-        args.out,
-        builder=args.builder,
-        graph=graph,
-        llm=llm,
-        entity_vectors=args.entity_vectors,
-        settings=settings,
-        progress=True,
-    )
+    if args.engine == "ray":  # per-passage work on Ray, merged into one index (docs/ray.md)
+        from .index.ray_build import build_index_cli
+
+        index = build_index_cli(args, passages, graph, llm is not None, settings)
+    else:
+        index = KnowledgeIndex.build(
+            passages,
+            args.out,
+            builder=args.builder,
+            graph=graph,
+            llm=llm,
+            entity_vectors=args.entity_vectors,
+            settings=settings,
+            progress=True,
+        )
     summary = {
         "path": str(index.path),
         "builder": args.builder,
@@ -509,6 +514,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     i.add_argument("--entity-vectors", action="store_true", help="embed entities now (default: on first use)")
     i.add_argument("--out", type=Path, required=True)
+    i.add_argument("--engine", choices=["local", "ray"], default="local", help="ray: on Ray (extra 'ray', docs/ray.md)")
+    i.add_argument("--address", help="--engine ray: Ray cluster address (default: start a local Ray)")
+    i.add_argument("--partitions", type=int, help="--engine ray: Ray Data blocks (default 2 x CPUs)")
+    i.add_argument("--num-cpus", type=int, help="--engine ray: CPUs of the local Ray (default: all)")
     i.set_defaults(func=_cmd_index)
 
     g = sub.add_parser("show-graph", help="draw an entity's neighbourhood from a saved index (PNG or HTML)")

@@ -24,6 +24,9 @@ Phases, each in a fresh Python process so its time and peak RSS are its own:
      route, 2 hops, topic entity given, zero-shot relation/path scoring with MiniLM) on
      ``--frag-queries`` random seeds; its construction time is reported apart.
 
+``kgrag bench-scale --corpus`` (issue 19 item 2: a large passage corpus built, extended and
+queried) is :mod:`kgrag_plugins.eval.bench_scale_corpus`.
+
 Generated files are large (~1.2 GB at full scale): keep ``--out-dir`` under /tmp, never in a
 repository. Example::
 
@@ -468,15 +471,23 @@ def markdown_table(res: dict) -> str:
 # =========================================================================== CLI
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     """Register ``bench-scale`` on the ``kgrag`` sub-command parsers."""
-    p = sub.add_parser("bench-scale", help="scale benchmarks: --kg (a Wikidata5M-size KG, memory-mapped)")
+    p = sub.add_parser(
+        "bench-scale", help="scale benchmarks: --kg (a Wikidata5M-size KG, memory-mapped), --corpus (100k passages)"
+    )
     p.add_argument("--kg", action="store_true", help="the large-KG benchmark (issue 19 item 1)")
+    p.add_argument("--corpus", action="store_true", help="the large-corpus benchmark (issue 19 item 2)")
     p.add_argument("--out-dir", type=Path, required=True, help="generated files and DIR/index (keep under /tmp)")
     p.add_argument("--json", type=Path, default=None, help="write the result JSON here")
     p.add_argument("--markdown", type=Path, default=None, help="write the table here (default: JSON path .md)")
     p.add_argument("--entities", type=int, default=4_600_000)
     p.add_argument("--triples", type=int, default=21_000_000)
     p.add_argument("--relations", type=int, default=822)
-    p.add_argument("--queries", type=int, default=100, help="2-hop activation queries (random seeds)")
+    p.add_argument(
+        "--queries", type=int, default=100, help="--kg: 2-hop activation seeds; --corpus: questions per retriever"
+    )
+    p.add_argument("--passages", type=int, default=100_000, help="--corpus: synthetic passages in the index")
+    p.add_argument("--add", type=int, default=1_000, help="--corpus: passages added incrementally")
+    p.add_argument("--dense-build", action="store_true", help="--corpus: also time a dense-only build")
     p.add_argument("--frag-queries", type=int, default=100, help="FRAG queries measured (after one warm-up query)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=run)
@@ -484,8 +495,20 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.kg:
-        raise ValueError("bench-scale: give --kg (the corpus-scale benchmark is not part of this command yet)")
+    if args.kg == args.corpus:
+        raise ValueError("bench-scale: give exactly one of --kg (large KG) or --corpus (large corpus)")
+    if args.corpus:
+        from . import bench_scale_corpus as corpus
+
+        res = corpus.run_corpus_bench(
+            args.out_dir,
+            passages=args.passages,
+            add=args.add,
+            queries=args.queries,
+            seed=args.seed,
+            dense_build=args.dense_build,
+        )
+        return _write(args, res, corpus.markdown_table(res))
     res = run_kg_bench(
         args.out_dir,
         n_entities=args.entities,
@@ -495,8 +518,12 @@ def run(args: argparse.Namespace) -> int:
         frag_queries=args.frag_queries + 1,
         seed=args.seed,
     )
+    return _write(args, res, markdown_table(res))
+
+
+def _write(args: argparse.Namespace, res: dict, table: str) -> int:
+    """Write the result JSON (and its table next to it) and echo both."""
     text = json.dumps(res, indent=1)
-    table = markdown_table(res)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(text + "\n")

@@ -30,7 +30,9 @@ Retrievers (:data:`KGQA_RETRIEVERS`; ``retriever_config`` in the report spells e
 - ``frag-zeroshot``: routed by the LLM-free heuristic, the paper's pipelines, nothing trained.
 - ``frag`` (default): routed by the trained classifier, with **our additions** (not in the
   paper): the trained relation-chain path ranker and chain-guided completion in the complex
-  pipeline (``chain_beam=3``).
+  pipeline (``chain_beam=3``; since issue 20 over the whole graph with set semantics), equal
+  path scores broken by the number of supporting paths, and a simple route overridden when the
+  ranker's most probable chain is longer than δ (``FRAGRetriever`` defaults).
 - ``frag-ranked-simple`` / ``frag-ranked-complex``: one pipeline for every question with our
   additions (what the ablation rows measured before issue 13).
 - ``know3:frag``: ``frag`` plus Know³ KG completion (KGE-predicted missing facts along FRAG's
@@ -92,7 +94,16 @@ def retriever_config(name: str) -> dict[str, Any]:
         "path_scorer": "trained path ranker" if additions else "bi-encoder chain cosine (METHODS.md §2(e))",
         "chain_beam": 3 if additions else 0,
         "paper_pipeline": not additions,
-        "additions": (["trained path ranker", "chain-guided completion (complex pipeline)"] if additions else [])
+        "additions": (
+            [
+                "trained path ranker",
+                "chain-guided completion (complex pipeline; whole graph, set semantics)",
+                "equal scores: ends with more supporting paths first",
+            ]
+            + (["route by the ranker's chain length"] if mode == "auto" else [])
+            if additions
+            else []
+        )
         + (["Know³ KG completion"] if name.startswith("know3:") else []),
     }
 
@@ -300,6 +311,7 @@ def run_kgqa_bench(
             classifier=classifier if trained_router else None,
             path_ranker=ranker if additions else None,
             chain_beam=3 if additions else 0,
+            support_ties=additions,
         )
         r.name = name
         if name.startswith("know3:"):

@@ -3,7 +3,8 @@
 Data: every dataset under ``KGRAG_DATA_DIR`` whose questions carry hop counts (MetaQA 1/2/3-hop,
 MuSiQue 2/3/4-hop, 2Wiki 2/4, HotpotQA 2, PopQA 1). Each dataset is shuffled (seed 0), capped at
 ``limit`` questions (MetaQA balanced over its hops) and split into train / held-out parts; the
-report gives accuracy and macro-F1 per dataset on the held-out part.
+report gives accuracy and macro-F1 per dataset on the held-out part. The classifier's features and how
+they were chosen (cross-validation on the train parts only): docs/frag.md "Hop classifier features".
 
 **Label sources** (``labels=``, ``kgrag train hop-classifier --labels``). FRAG labels a question
 by ``h_min``, the fewest KG hops from its topic entity to an answer entity: simple iff

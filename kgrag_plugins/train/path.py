@@ -2,7 +2,8 @@
 
 For each training question (topic entity + gold answers, e.g. MetaQA), the label is the relation
 chain from the topic whose end set best matches the answers
-(:func:`~kgrag_plugins.methods.frag.path_ranker.best_chain`); the ranker learns question -> chain.
+(:func:`~kgrag_plugins.methods.frag.path_ranker.best_chains`); the ranker learns question -> chain
+(MiniLM embedding plus hashed word features).
 The report gives, on held-out questions, how often the predicted chain equals the label chain.
 """
 
@@ -20,6 +21,13 @@ from ..config import progress_enabled
 from ..eval.datasets import Question, load_dataset
 from ..index.graph import KnowledgeGraph
 from ..methods.frag.path_ranker import Chain, PathRanker, best_chains, chain_key, relation_query
+
+#: Hashed word uni/bigram features of the ranker (issue 20). Chosen with ``ties="set"`` on the
+#: training split of the MetaQA bench (2,996 labelled questions, 80/20 inside it); chain accuracy
+#: on the 20 % (1-hop / 2-hop / 3-hop): embedding only, uniform ties 0.980 / 0.952 / 0.953;
+#: +1024 word features 0.980 / 0.956 / 0.953; embedding only, set ties 0.980 / 0.952 / 0.953;
+#: both 0.980 / 0.961 / 0.953.
+LEXICAL_DIM = 1024
 
 
 def _rows(graph: KnowledgeGraph, names: Sequence[str], index: Any) -> list[int]:
@@ -82,20 +90,24 @@ def train_path_ranker(
     embedder: Any = None,
     seed: int = 0,
     progress: bool = True,
+    lexical_dim: int = LEXICAL_DIM,
+    ties: str = "set",
 ) -> tuple[PathRanker, dict[str, Any]]:
     """Label, split (``holdout`` of the labelled questions held out), train; return the ranker
-    (trained on the train part) and a report with held-out chain accuracy."""
+    (trained on the train part) and a report with held-out chain accuracy. ``lexical_dim``: the
+    ranker's hashed word features (0 = embedding only, before issue 20); ``ties``: how tied label
+    chains train (:meth:`PathRanker.fit`; ``"uniform"`` before issue 20)."""
     qs, chains, _, counts = label_questions(graph, questions, progress=progress)
     order = list(range(len(qs)))
     random.Random(seed).shuffle(order)
     n_test = int(len(order) * holdout)
     test, train = order[:n_test], order[n_test:]
-    ranker = PathRanker(embedder)
+    ranker = PathRanker(embedder, lexical_dim=lexical_dim, ties=ties)
     vecs = np.asarray(ranker._embedder().embed(qs, progress=progress), dtype=np.float64) if qs else np.zeros((0, 1))
     ranker.fit([qs[i] for i in train], [chains[i] for i in train], vectors=vecs[train])
     report: dict[str, Any] = {**counts, "train": len(train), "held_out": len(test), "chains": len(ranker)}
     if test:
-        logits = vecs[test].astype(np.float32) @ ranker.weights + ranker.bias
+        logits = ranker.logits(vecs[test], [qs[i] for i in test])
         pred = [ranker.chains[int(i)] for i in logits.argmax(axis=1)]
         report["held_out_chain_accuracy"] = round(float(np.mean([p in chains[i] for p, i in zip(pred, test)])), 4)
     return ranker, report

@@ -48,8 +48,14 @@ def test_faithful_zeroshot_pipelines_are_the_papers(tiny_root, monkeypatch):
 def test_faithful_default_frag_names_its_additions():
     cfg = kgqa.retriever_config("frag")
     assert cfg["paper_pipeline"] is False and cfg["router"] == "trained classifier"
-    assert cfg["additions"] == ["trained path ranker", "chain-guided completion (complex pipeline)"]
-    assert kgqa.retriever_config("frag-ranked-complex")["additions"] == cfg["additions"]
+    assert cfg["additions"] == [
+        "trained path ranker",
+        "chain-guided completion (complex pipeline; whole graph, set semantics)",
+        "equal scores: ends with more supporting paths first",
+        "route by the ranker's chain length",
+    ]
+    # a forced pipeline is never re-routed
+    assert kgqa.retriever_config("frag-ranked-complex")["additions"] == cfg["additions"][:3]
     assert kgqa.retriever_config("frag-zeroshot")["paper_pipeline"] is True
     assert set(kgqa.KGQA_RETRIEVERS) >= {"frag", "frag-zeroshot-simple", "frag-zeroshot-complex", "frag-zeroshot"}
 

@@ -224,3 +224,80 @@ def test_text_vector_cache_embeds_distinct_misses_and_evicts_least_recent():
     cache.vectors(["ccc"], embed)  # evicts "aa"
     assert len(cache) == 2 and cache.vectors(["aa"], embed)[1] == 1
     assert cache.vectors([], embed)[0].shape == (0, 0)
+
+
+# ------------------------------------------------------------------ bridge expansion (issue 20)
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from kgrag_plugins.methods.activation import TitleMentions  # noqa: E402
+
+
+def test_title_mentions_match_whole_words_without_disambiguation():
+    tm = TitleMentions(["Politician", "Paris (band)", "The", "12", "", "Île-de-France", "Ven (Sweden)", "Politician"])
+    assert tm.named_in("George Rankin was an Australian POLITICIAN.") == {0, 7}  # every page of that title
+    assert tm.named_in("They toured Paris in 1990") == {1}  # "(band)" is not part of the key
+    assert tm.named_in("politicians and parisian cafes") == set()  # whole words only
+    assert tm.named_in("the 12 of them") == set()  # stop words and bare numbers name no page
+    assert tm.named_in("born in ile de france") == {5}  # accents and hyphens fold
+    assert TitleMentions([]).named_in("anything") == set()
+
+
+_word = st.text(alphabet="abcdefghijklmnop", min_size=4, max_size=8)
+
+
+@given(st.lists(_word, min_size=1, max_size=3), st.lists(_word, max_size=20), st.integers(0, 20))
+def test_a_title_placed_anywhere_in_a_text_is_found(title_words, filler, at):
+    title = " ".join(title_words).title()
+    tm = TitleMentions(["Unrelated page", title])
+    words = filler[:at] + [title.upper()] + filler[at:]
+    assert 1 in tm.named_in(" ".join(words) + ".")
+
+
+def test_bridge_gives_the_last_places_to_pages_the_first_passage_names(sample_mentions_index, sample_questions):
+    idx = sample_mentions_index
+    on, off = ActivationRetriever(idx), ActivationRetriever(idx, bridge=0)
+    seen = 0
+    for q in sample_questions:
+        ev, base = on.retrieve(q.question, 5), off.retrieve(q.question, 5)
+        assert "bridges" not in base.trace
+        assert ev.passage_ids[:3] == base.passage_ids[:3]  # only the last min(2, k // 2) places move
+        scores = [sp.score for sp in ev.passages]
+        assert scores == sorted(scores, reverse=True)
+        if "bridges" not in ev.trace:
+            assert ev.passage_ids == base.passage_ids
+            continue
+        seen += 1
+        first = idx.passages.get(ev.passage_ids[0]).text.casefold()
+        bridged = [b["id"] for b in ev.trace["bridges"]]
+        assert 1 <= len(bridged) <= 2 and ev.passage_ids[3 : 3 + len(bridged)] == bridged  # then the rest
+        for b in ev.trace["bridges"]:
+            assert b["from"] == ev.passage_ids[0] and b["id"] in ev.passage_ids[3:]
+            assert b["title"].split(" (")[0].casefold() in first  # the first passage names the page
+        assert on.retrieve(q.question, 1).passage_ids == base.passage_ids[:1]  # k = 1: no place to give
+    assert seen >= 5
+    with pytest.raises(ValueError, match="bridge"):
+        ActivationRetriever(idx, bridge=-1)
+
+
+def test_bm25_seeds_and_rrf_fusion_options(sample_mentions_index, sample_questions):
+    idx = sample_mentions_index
+    q = sample_questions[1].question
+    base = ActivationRetriever(idx, bridge=0)
+    seeded = ActivationRetriever(idx, bridge=0, bm25_seeds=3)
+    bm = [p.id for p, _ in idx.passages.bm25_search(q, 3)]
+    ev = seeded.retrieve(q, 5)
+    seeds = [s["id"] for s in ev.trace["passage_seeds"]]
+    assert seeds[:5] == [s["id"] for s in base.retrieve(q, 5).trace["passage_seeds"]] and seeds[5:] == bm
+    # rrf: the ranking is reciprocal-rank fusion of the activation ranking and the dense ranking
+    fused = ActivationRetriever(idx, bridge=0, fusion="rrf").retrieve(q, 5).passage_ids
+    act = [sp.passage.id for sp in base.retrieve(q, 100).passages]
+    dense = [p.id for p, _ in idx.passages.exact_dense_search(idx.embed_query(q), 100)]
+    score = {pid: 1 / (61 + act.index(pid)) if pid in act else 0.0 for pid in set(act) | set(dense)}
+    for i, pid in enumerate(dense):
+        score[pid] += 1 / (61 + i)
+    assert set(fused) == set(sorted(score, key=lambda p: -score[p])[:5])
+    with pytest.raises(ValueError, match="fusion"):
+        ActivationRetriever(idx, fusion="linear")
+    with pytest.raises(ValueError, match="bm25_seeds"):
+        ActivationRetriever(idx, bm25_seeds=-1)

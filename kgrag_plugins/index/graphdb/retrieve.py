@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ...methods.activation import ActivationRetriever, TextVectorCache
+from ...methods.activation import ActivationRetriever, TextVectorCache, TitleMentions
 from ...methods.base import Retriever
 from ...methods.frag.retriever import FRAGRetriever
 from ...types import Evidence
@@ -69,13 +69,14 @@ class _QueryVector:
 class _ViewActivation(ActivationRetriever):
     """ActivationRetriever over a fetched subgraph, linking with the whole graph's name index."""
 
-    def __init__(self, index: KnowledgeIndex, names: NameIndex, **options: Any) -> None:
-        self._given_names = names
+    def __init__(self, index: KnowledgeIndex, names: NameIndex, titles: TitleMentions, **options: Any) -> None:
+        self._given_names, self._given_titles = names, titles
         super().__init__(index, **options)
 
     def _refresh(self) -> None:
         self._names = self._given_names
         self._build_matrix()
+        self._titles = self._given_titles if self.bridge else None
 
 
 class DBActivationRetriever(Retriever):
@@ -103,6 +104,7 @@ class DBActivationRetriever(Retriever):
     def _refresh(self) -> None:
         self._table = _check_aligned(self.index, self.kg)
         self._names = NameIndex.from_graph(self._table)
+        self._titles = TitleMentions([p.title for p in self.index.passages])
 
     def _retrieve(self, query: str, k: int) -> Evidence:
         qvec = self.index.embed_query(query)
@@ -120,7 +122,7 @@ class DBActivationRetriever(Retriever):
             sub = KnowledgeGraph.from_columns(t.entity_ids[:1], [t.name_of(t.entity_ids[0])], t.relations, [], [], [])
         view = index_view(self.index, sub)
         view.embed_query = _QueryVector(view, query, qvec)  # type: ignore[method-assign]
-        ev = _ViewActivation(view, self._names, **self.options).retrieve(query, k)
+        ev = _ViewActivation(view, self._names, self._titles, **self.options).retrieve(query, k)
         ev.trace["graph_db"] = _db_trace(self.kg, sub)
         return ev
 

@@ -14,7 +14,10 @@ learn which relation chain a question asks for; this module does the same, cheap
   ties). No annotation of chains is needed, only (question, topic, answers).
 - **Model**: multinomial logistic regression from the MiniLM embedding of the question (topic
   mention replaced by "it", :func:`relation_query`) to the chain vocabulary, L2-regularised,
-  solved with scipy's L-BFGS in seconds on CPU.
+  solved with scipy's L-BFGS in seconds on CPU. With ``lexical_dim`` > 0 (issue 20) the
+  features also hold a hashed bag of the query's word unigrams and bigrams (:func:`lexical_features`,
+  L2-normalised, sparse): a sentence embedding puts "which person wrote it" next to "which
+  person directed it", the words tell them apart.
 - **Use**: ``FRAGRetriever(path_ranker=...)`` scores each candidate path by the log-probability
   of its chain; chains outside the vocabulary fall back to the bi-encoder, below known chains.
 
@@ -24,7 +27,9 @@ Save/load is one ``.npz`` file (atomic), tied to the embedder and to the KG's re
 from __future__ import annotations
 
 import json
+import logging
 import re
+import zlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,6 +40,7 @@ from ...models.embed import Embedder, default_embedder
 from ...models.persist import load_npz, save_npz
 from .hop_classifier import TOPIC_MARK
 
+logger = logging.getLogger(__name__)
 Chain = tuple[str, ...]
 INVERSE_PREFIX = "~"
 
@@ -47,6 +53,24 @@ def relation_query(question: str, topic_names: Iterable[str] = ()) -> str:
         if len(name) > 2:
             text = re.sub(rf"(?<!\w){re.escape(name)}(?!\w)", "it", text, flags=re.I)
     return " ".join(text.split())
+
+
+def lexical_features(queries: Sequence[str], dim: int) -> Any:
+    """Hashed (CRC32) binary bag of lower-cased word unigrams and bigrams, rows L2-normalised:
+    a ``scipy.sparse`` CSR matrix ``(len(queries), dim)``."""
+    from scipy import sparse
+
+    rows, cols = [], []
+    for i, q in enumerate(queries):
+        words = re.findall(r"\w+", q.lower())
+        grams = words + [f"{a} {b}" for a, b in zip(words, words[1:])]
+        idx = sorted({zlib.crc32(g.encode("utf-8")) % dim for g in grams})
+        rows += [i] * len(idx)
+        cols += idx
+    vals = np.ones(len(cols), dtype=np.float64)
+    m = sparse.csr_matrix((vals, (rows, cols)), shape=(len(queries), dim))
+    norms = np.sqrt(np.asarray(m.multiply(m).sum(axis=1)).ravel())
+    return sparse.diags(1.0 / np.maximum(norms, 1e-12)) @ m
 
 
 def chain_key(relations: Sequence[str], inverse: Sequence[bool]) -> Chain:
@@ -104,9 +128,18 @@ def best_chains(
 class PathRanker:
     """Question -> relation-chain distribution (see the module docstring)."""
 
-    def __init__(self, embedder: Embedder | None = None, *, l2: float = 0.1) -> None:
+    def __init__(
+        self, embedder: Embedder | None = None, *, l2: float = 0.1, lexical_dim: int = 0, ties: str = "uniform"
+    ) -> None:
+        if lexical_dim < 0:
+            raise ValueError(f"lexical_dim must be >= 0, got {lexical_dim}")
+        if ties not in ("uniform", "set"):
+            raise ValueError(f"ties must be 'uniform' or 'set', got {ties!r}")
+        self.ties = ties
+        self._warned = False
         self.embedder = embedder
         self.l2 = l2
+        self.lexical_dim = lexical_dim
         self.chains: list[Chain] = []
         self.weights: np.ndarray | None = None  # (D, C)
         self.bias: np.ndarray | None = None  # (C,)
@@ -128,7 +161,10 @@ class PathRanker:
         self, queries: Sequence[str], chains: Sequence[Chain | Sequence[Chain]], *, vectors: np.ndarray | None = None
     ) -> "PathRanker":
         """Train on relation queries (:func:`relation_query`) and their label chains; a question
-        may carry several tied chains (soft target, uniform over them)."""
+        may carry several tied chains: ``ties="uniform"`` trains towards a uniform split over
+        them; ``"set"`` maximises the probability of the tied set (partial-label likelihood), so
+        the chains of untied questions with the same wording decide which of the tied ones wins
+        (a director who also wrote the film does not teach "which person wrote" -> director)."""
         from scipy.optimize import minimize
 
         if len(queries) != len(chains):
@@ -139,23 +175,34 @@ class PathRanker:
             raise ValueError("training needs questions labelled with at least two different chains")
         X = vectors if vectors is not None else np.asarray(self._embedder().embed(list(queries), progress=False))
         X = np.asarray(X, dtype=np.float64)
+        L = lexical_features(queries, self.lexical_dim) if self.lexical_dim else None
         self.chains = vocab
         self._index = {c: i for i, c in enumerate(self.chains)}
-        n, d = X.shape
+        n, d_dense = X.shape
+        d = d_dense + self.lexical_dim
         c = len(self.chains)
         Y = np.zeros((n, c))
         for i, t in enumerate(targets):
             Y[i, [self._index[x] for x in t]] = 1.0 / len(t)
+        M = (Y > 0).astype(np.float64)
 
         def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
             W, b = theta[: d * c].reshape(d, c), theta[d * c :]
-            Z = X @ W + b
+            Z = X @ W[:d_dense] + b
+            if L is not None:
+                Z += L @ W[d_dense:]
             Z -= Z.max(axis=1, keepdims=True)
             P = np.exp(Z)
             P /= P.sum(axis=1, keepdims=True)
-            nll = -np.sum(Y * np.log(P + 1e-12)) / n
-            G = (P - Y) / n
-            gW = X.T @ G + self.l2 * W / n
+            if self.ties == "set":  # -log P(tied set); its gradient: P minus P renormalised on the set
+                mass = (P * M).sum(axis=1, keepdims=True)
+                nll = -np.sum(np.log(mass + 1e-12)) / n
+                G = (P - P * M / (mass + 1e-12)) / n
+            else:
+                nll = -np.sum(Y * np.log(P + 1e-12)) / n
+                G = (P - Y) / n
+            gW = np.vstack([X.T @ G, L.T @ G]) if L is not None else X.T @ G
+            gW += self.l2 * W / n
             return nll + 0.5 * self.l2 * np.sum(W * W) / n, np.concatenate([gW.ravel(), G.sum(axis=0)])
 
         res = minimize(loss, np.zeros(d * c + c), jac=True, method="L-BFGS-B", options={"maxiter": 500})
@@ -164,17 +211,35 @@ class PathRanker:
         return self
 
     # ------------------------------------------------------------------ inference
-    def log_probs(self, query_vector: np.ndarray) -> np.ndarray:
-        """Log-probabilities over :attr:`chains` for one query vector."""
+    def logits(self, vectors: np.ndarray, queries: Sequence[str] | None = None) -> np.ndarray:
+        """Chain logits ``(len(vectors), len(chains))`` for query vectors and, when the ranker
+        has lexical features, the relation queries they embed. Without the queries a lexical
+        ranker scores with its embedding weights only (a WARNING is logged once per ranker)."""
         if self.weights is None or self.bias is None:
             raise ValueError("the path ranker is not trained (fit() or PathRanker.load())")
-        z = np.asarray(query_vector, dtype=np.float32) @ self.weights + self.bias
+        V = np.atleast_2d(np.asarray(vectors, dtype=np.float32))
+        d = V.shape[1]
+        z = V @ self.weights[:d] + self.bias
+        if self.lexical_dim:
+            if queries is not None and len(queries) != len(V):
+                raise ValueError(f"{len(V)} query vectors but {len(queries)} relation queries")
+            if queries is not None:
+                z = z + np.asarray(lexical_features(queries, self.lexical_dim) @ self.weights[d:], dtype=np.float32)
+            elif not self._warned:
+                self._warned = True
+                logger.warning("path ranker with word features called without the relation query: embedding only")
+        return z
+
+    def log_probs(self, query_vector: np.ndarray, query: str | None = None) -> np.ndarray:
+        """Log-probabilities over :attr:`chains` for one query vector (and its relation query
+        text, needed with lexical features)."""
+        z = self.logits(query_vector, None if query is None else [query])[0]
         z = z - z.max()
         return z - np.log(np.exp(z).sum())
 
-    def score(self, query_vector: np.ndarray, chains: Sequence[Chain]) -> np.ndarray:
+    def score(self, query_vector: np.ndarray, chains: Sequence[Chain], query: str | None = None) -> np.ndarray:
         """Log-probability of each chain; ``nan`` for chains outside the vocabulary."""
-        lp = self.log_probs(query_vector)
+        lp = self.log_probs(query_vector, query)
         return np.array([lp[self._index[c]] if c in self._index else np.nan for c in chains], dtype=np.float64)
 
     def predict(self, queries: Sequence[str]) -> list[Chain]:
@@ -182,7 +247,7 @@ class PathRanker:
         if self.weights is None or self.bias is None:
             raise ValueError("the path ranker is not trained (fit() or PathRanker.load())")
         X = np.asarray(self._embedder().embed(list(queries), progress=False), dtype=np.float32)
-        return [self.chains[int(i)] for i in (X @ self.weights + self.bias).argmax(axis=1)]
+        return [self.chains[int(i)] for i in self.logits(X, list(queries)).argmax(axis=1)]
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> Path:
@@ -195,6 +260,7 @@ class PathRanker:
             weights=self.weights,
             bias=self.bias,
             l2=self.l2,
+            lexical_dim=self.lexical_dim,
             chains=np.array(json.dumps([list(c) for c in self.chains])),
         )
 
@@ -204,6 +270,7 @@ class PathRanker:
         r = cls(embedder)
         d = load_npz(path, r._embedder(), "path ranker")
         r.l2 = float(d["l2"])
+        r.lexical_dim = int(d["lexical_dim"]) if "lexical_dim" in d else 0
         r.weights, r.bias = d["weights"], d["bias"]
         r.chains = [tuple(c) for c in json.loads(str(d["chains"]))]
         r._index = {c: i for i, c in enumerate(r.chains)}

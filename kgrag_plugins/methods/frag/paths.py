@@ -111,9 +111,15 @@ def walk_paths(
     width: int,
     max_candidates: int,
     chain: Sequence[int] | None = None,
+    revisit: bool = False,
 ) -> Candidates:
     """Simple paths from ``s`` inside ``in_s``: all of length 1..``hops``, or, with ``chain``
-    (signed relation ids), only those following it to its end. Arrays are ``width`` wide."""
+    (signed relation ids), only those following it to its end. Arrays are ``width`` wide.
+
+    ``revisit``: a path may pass through a node twice, except ``s`` (set semantics of a relation
+    chain, as KGQA answer sets are defined: MetaQA's "who directed films for the writer of [X]"
+    counts the writer when the writer also directed one of those films; only the topic is
+    excluded)."""
     parts: list[Candidates] = []
     frontier = Candidates(
         np.full((1, width + 1), -1, np.int64), np.full((1, width), -1, np.int64), np.zeros(1, np.int64)
@@ -123,7 +129,10 @@ def walk_paths(
         ends = frontier.nodes[:, depth]
         pos, owner = pg.gather(ends)
         w = pg.dst[pos].astype(np.int64)
-        ok = in_s[w] & ~(frontier.nodes[owner, : depth + 1] == w[:, None]).any(axis=1)
+        if revisit:
+            ok = in_s[w] & (w != s)
+        else:
+            ok = in_s[w] & ~(frontier.nodes[owner, : depth + 1] == w[:, None]).any(axis=1)
         if chain is not None:
             ok &= pg.rel[pos] == chain[depth]
         nodes = frontier.nodes[owner[ok]]
@@ -136,6 +145,17 @@ def walk_paths(
         if not len(frontier) or len(frontier) > max_candidates:
             break
     return Candidates.concat(parts, width)
+
+
+def rank_order(score: np.ndarray, ends: np.ndarray, tie: np.ndarray, chain: np.ndarray | None = None) -> np.ndarray:
+    """Candidate order: ``score`` descending; with ``chain`` (a chain index per path), equal
+    scores put the end reached by more paths of the same chain first; then ``tie`` (PageRank of
+    the end) descending, then the end's row."""
+    if chain is None or not len(ends):
+        return np.lexsort((ends, -tie, -score))
+    pairs = chain.astype(np.int64) * (int(ends.max()) + 1) + ends
+    _, pair, support = np.unique(pairs, return_inverse=True, return_counts=True)
+    return np.lexsort((ends, -tie, -support[np.asarray(pair).ravel()], -score))
 
 
 def shortest_paths(pg: PathGraph, s: int, in_s: np.ndarray, max_hops: int) -> Candidates:

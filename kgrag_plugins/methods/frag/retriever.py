@@ -21,43 +21,21 @@ paths of the pipeline that suits it (§2 steps 3-7, paper defaults):
    written ``e0 <- r1 <- e1`` (the triple is ``e1 r1 e0``), so inverse relations are explicit.
 6. **Path ranking**, top u = 32.
 
-Choices where the paper's parts are not available here or the released code is unspecific:
+Choices where the paper's parts are not available here or the released code is unspecific
+(each explained at length in docs/frag.md):
 
-- **Scorers.** The paper ranks relations and paths with the cross-encoder bge-reranker-v2-m3;
-  METHODS.md §2(e) allows a bi-encoder instead. Embedding every candidate path string (thousands
-  per complex question) would cost seconds on a CPU, so a path's score is the cosine between
-  the question (topic mention replaced by a placeholder) and its *relation chain* verbalised
-  ("directed by / starred actors (inverse)"): chains are few per question and their vectors are
-  cached across questions. Paths with the same chain are ordered by the PageRank of their end
-  node, then by node order. Pass ``reranker=(query, texts) -> scores`` (e.g. a cross-encoder)
-  to re-score the top ``rerank_pool`` path strings and the relation names as the paper does.
-- **Direction.** The released code follows out-edges of Freebase, which stores most relations
-  both ways. Graphs stored one way (MetaQA's ``kb.txt``: ``movie directed_by person``) are
-  unreachable from a person that way, so by default (``inverse=True``) every stage walks edges
-  both ways, with inverse edges marked as above.
-- **Parallel edges** (a person who directed *and* wrote a film) yield one path per relation;
-  the released code keeps one arbitrarily.
-- **Topic entities**: FRAG uses the dataset's gold topic entities. Here a ``[bracketed]`` span
-  in the question (MetaQA's convention) or ``topic_entities=`` names them; otherwise spaCy NER +
-  name/alias n-grams link them, then an embedding match of the question's spans (cos ≥ 0.85).
-- **Router without a trained classifier**: a rule over the question's relational cues
-  (:func:`heuristic_route`), METHODS.md §2(e)'s "count entity/relation mentions" substitute.
-- **Chain-guided completion** (our addition, not in the paper; with a trained path ranker
-  only, itself an addition: the paper ranks paths with a zero-shot cross-encoder). One
-  shortest path per node loses most long answers on graphs with hubs: in MetaQA every film is
-  two hops from every other through a shared genre or year, so the film reached "via its
-  director" is first found via "Drama". The complex pipeline therefore also enumerates the simple paths that follow the
-  ``chain_beam`` (3) relation chains the ranker finds most probable, inside the same pruned
-  subgraph; candidates are pooled and de-duplicated before ranking. ``chain_beam=0`` turns
-  it off. The paper's pipelines (FRAG §4.3, the §5.3 ablation) are ``path_ranker=None`` and
-  ``chain_beam=0``, which still differ from the released code by the substitutions listed here
-  (bi-encoder chain scores, both edge directions, parallel edges, topic linking); the KGQA bench
-  runs them as ``frag-zeroshot-simple`` / ``frag-zeroshot-complex``.
-- **Answers.** LLM-free: the end entities of the top paths in rank order (KGQA); on corpus graphs
-  the passages linked to entities of the top paths (the first ``passage_pool``, best paths
-  and end entities first) and the dense top k, ranked by cosine with the question, path
-  passages plus ``path_bonus`` (0.1). With an LLM: the paper's reasoning
-  prompt over the top paths, first line of the reply (§2 step 8).
+- **Scorers**: a bi-encoder (§2(e)) scores the question against each path's verbalised relation
+  chain; ``reranker=(query, texts) -> scores`` re-scores with a cross-encoder as the paper does.
+- **Direction**: both ways (``inverse=True``), inverse edges marked; parallel edges kept. **Topic
+  entities**: ``[brackets]``/``topic_entities=``, else NER + n-grams + embedding match (≥ 0.85).
+- **Chain-guided completion** (our addition; trained path ranker only): the complex pipeline
+  also walks the ``chain_beam`` (3) most probable relation chains, over the whole graph since
+  issue 20 (``chain_scope="graph"``), with set semantics (a node may repeat, never the topic).
+  ``path_ranker=None, chain_beam=0``: the paper's pipelines (``frag-zeroshot-simple``/``-complex``).
+- **Route by chain length**, **ties by supporting paths** (issue 20, with a path ranker): a chain
+  longer than δ routes complex; equal scores go by paths reaching the end, then PageRank.
+- **Answers**: LLM-free, top paths' end entities, or their passages plus dense top k by cosine
+  (+ ``path_bonus``) on corpus graphs; with an LLM, the paper's reasoning prompt (§2 step 8).
 """
 
 from __future__ import annotations
@@ -89,7 +67,7 @@ from .hop_classifier import (
     strip_topic_marks,
 )
 from .path_ranker import PathRanker, chain_key, relation_query
-from .paths import Candidates, PathGraph, humanise_relation, shortest_paths, walk_paths
+from .paths import Candidates, PathGraph, humanise_relation, rank_order, shortest_paths, walk_paths
 from .prompts import MAX_TOKENS, STOP, hop_estimation_prompt, reasoning_prompt
 
 #: Longest accepted LLM answer line (characters).
@@ -105,11 +83,9 @@ MAX_CHAIN_TEXTS = 256
 MAX_CHAIN_TEXT_RELATIONS = 1000
 #: Largest graph whose entity vectors FRAG computes on the fly for embedding-based linking.
 EMBED_LINK_MAX_ENTITIES = 5000
-#: From this many entities (Wikidata5M-size graphs; our deviations, docs/scale.md) the PageRank of
-#: step 2 runs on the k-hop neighbourhood only (the whole-graph walk per question took ~18 s there;
-#: the released code runs it offline), and zero-shot chain scores are the mean cosine of the
-#: chain's relations (chains of a huge graph rarely repeat, so embedding their texts per question
-#: cost ~0.4-1 s). Below, the paper's whole-graph walk and embedded chain texts.
+#: From this many entities (Wikidata5M size; docs/scale.md) step 2's PageRank runs on the k-hop
+#: neighbourhood only (the whole-graph walk took ~18 s per question there) and zero-shot chain
+#: scores are the mean cosine of the chain's relations; below, the paper's walk and chain texts.
 LARGE_GRAPH_ENTITIES = 1_000_000
 _CVT = re.compile(r"^[mg]\.[0-9a-z_]+$")
 
@@ -137,6 +113,13 @@ class FRAGRetriever(Retriever):
         chain_beam: with a path ranker, the complex pipeline also walks the ``chain_beam`` most
             probable relation chains (chain-guided completion, our addition; see the module
             docstring); 0 = off, as in the paper.
+        chain_scope: ``"graph"`` (default) walks the guided chains over the whole graph with
+            set semantics (a chain may pass a node twice, never the topic); ``"subgraph"``
+            walks simple paths inside the pruned subgraph (before issue 20).
+        route_by_chain: ``mode="auto"`` with a path ranker: a question routed *simple* whose most
+            probable chain is longer than ``simple_hops`` goes to the complex pipeline.
+        support_ties: with a path ranker, paths of equal score put the end reached by more
+            paths of the same chain first, then PageRank (``False``: PageRank only, as before).
         reranker: optional ``(query, texts) -> scores`` cross-encoder for relations and paths.
         max_candidates: cap on enumerated paths per question (hub entities); the cap is reported.
         passage_pool: corpus graphs: passages of path entities considered before the cosine cut.
@@ -162,6 +145,9 @@ class FRAGRetriever(Retriever):
         inverse: bool = True,
         path_ranker: PathRanker | str | FilePath | None = None,
         chain_beam: int = 3,
+        chain_scope: Literal["graph", "subgraph"] = "graph",
+        route_by_chain: bool = True,
+        support_ties: bool = True,
         reranker: Reranker | None = None,
         rerank_pool: int = 256,
         max_candidates: int = 200_000,
@@ -208,6 +194,11 @@ class FRAGRetriever(Retriever):
         self._inverse = inverse
         self._refresh()
         self.chain_beam = chain_beam
+        if chain_scope not in ("graph", "subgraph"):
+            raise ValueError(f"chain_scope must be 'graph' or 'subgraph', got {chain_scope!r}")
+        self.chain_scope = chain_scope
+        self.route_by_chain = route_by_chain
+        self.support_ties = support_ties
         self._cache = TextVectorCache(20_000)  # keyed by chain text: survives index updates
         if mode == "simple":
             self.name = "frag-simple"
@@ -321,8 +312,21 @@ class FRAGRetriever(Retriever):
         if unknown:
             trace["unknown_topic_entities"] = unknown
         p_complex = None
+        query, qv = self.relation_query(question, topics), None
         if route is None:
             route, p_complex = self.route(question)
+            if (
+                route == SIMPLE
+                and topics
+                and self.mode == "auto"
+                and self.route_by_chain
+                and self.path_ranker is not None
+            ):
+                qv = self.index.embed_query(query)
+                top = self.path_ranker.chains[int(np.argmax(self.path_ranker.log_probs(qv, query)))]
+                if len(top) > self.simple_hops:  # the ranker reads a longer chain: complex pipeline
+                    route = COMPLEX
+                    trace["route_by_chain"] = "/".join(top)
         trace.update(route=route, p_complex=p_complex)
         timings["link_route_ms"] = (time.perf_counter() - t0) * 1e3
         if not topics:
@@ -362,8 +366,8 @@ class FRAGRetriever(Retriever):
 
         # 3. relation pruning
         t = time.perf_counter()
-        query = self.relation_query(question, topics)
-        qv = self.index.embed_query(query)
+        if qv is None:
+            qv = self.index.embed_query(query)
         in_s = self._prune_relations(in_s, seeds, keep, query, qv, trace)
         timings["relations_ms"] = (time.perf_counter() - t) * 1e3
 
@@ -374,7 +378,7 @@ class FRAGRetriever(Retriever):
         else:
             cands = Candidates.concat(
                 [shortest_paths(self._pg, int(s), in_s, self.complex_hops) for s in seeds]
-                + [self._chain_paths(seeds, in_s, qv, trace)],
+                + [self._chain_paths(seeds, in_s, query, qv, trace)],
                 self.complex_hops,
             )
             cands = cands.unique()
@@ -423,12 +427,16 @@ class FRAGRetriever(Retriever):
         """All simple paths of length 1..simple_hops from ``s`` inside ``in_s`` (FRAG's BFS module)."""
         return walk_paths(self._pg, s, in_s, self.simple_hops, self.simple_hops, self.max_candidates)
 
-    def _chain_paths(self, seeds: np.ndarray, in_s: np.ndarray, qv: np.ndarray, trace: dict[str, Any]) -> Candidates:
+    def _chain_paths(
+        self, seeds: np.ndarray, in_s: np.ndarray, query: str, qv: np.ndarray, trace: dict[str, Any]
+    ) -> Candidates:
         """Chain-guided completion of the complex pipeline (needs a path ranker): paths along the
         ``chain_beam`` most probable relation chains of at most ``complex_hops`` hops."""
         if self.path_ranker is None or not self.chain_beam:
             return Candidates.empty(self.complex_hops)
-        lp = self.path_ranker.log_probs(qv)
+        lp = self.path_ranker.log_probs(qv, query)
+        graph_scope = self.chain_scope == "graph"
+        scope = np.ones(self._pg.n, dtype=bool) if graph_scope else in_s
         parts, used = [], []
         for ci in np.argsort(-lp):
             chain = self._chain_ids(self.path_ranker.chains[int(ci)])
@@ -436,7 +444,9 @@ class FRAGRetriever(Retriever):
                 continue
             used.append("/".join(self.path_ranker.chains[int(ci)]))
             parts += [
-                walk_paths(self._pg, int(s), in_s, len(chain), self.complex_hops, self.max_candidates, chain)
+                walk_paths(
+                    self._pg, int(s), scope, len(chain), self.complex_hops, self.max_candidates, chain, graph_scope
+                )
                 for s in seeds
             ]
             if len(used) >= self.chain_beam:
@@ -470,11 +480,12 @@ class FRAGRetriever(Retriever):
             return []
         chains, inverse = np.unique(cands.rels, axis=0, return_inverse=True)
         inverse = np.asarray(inverse).ravel()
-        chain_scores = self._chain_scores(chains, qv, inverse)
+        chain_scores = self._chain_scores(chains, query, qv, inverse)
         score = chain_scores[inverse]
         ends = cands.ends()
         tie = ppr[ends]
-        order = np.lexsort((ends, -tie, -score))
+        support = self.support_ties and self.path_ranker is not None
+        order = rank_order(score, ends, tie, inverse if support else None)
         if self.reranker is not None:
             pool = order[: self.rerank_pool]
             paths = [self._verbalise(cands, int(i)) for i in pool]
@@ -490,7 +501,7 @@ class FRAGRetriever(Retriever):
             out.append(p)
         return out
 
-    def _chain_scores(self, chains: np.ndarray, qv: np.ndarray, inverse: np.ndarray) -> np.ndarray:
+    def _chain_scores(self, chains: np.ndarray, query: str, qv: np.ndarray, inverse: np.ndarray) -> np.ndarray:
         """Score per unique chain: the path ranker's log-probability when one is set (chains it
         has not seen rank below all known ones, by bi-encoder cosine), else the bi-encoder
         cosine (:meth:`_zero_shot`)."""
@@ -498,7 +509,7 @@ class FRAGRetriever(Retriever):
             return self._zero_shot(chains, qv)
         R = self._pg.R
         keys = [chain_key([self._relations[r % R] for r in c if r >= 0], [r >= R for r in c if r >= 0]) for c in chains]
-        scores = self.path_ranker.score(qv, keys)
+        scores = self.path_ranker.score(qv, keys, query)
         unknown = np.isnan(scores)
         if unknown.any():
             known_paths = int(np.isin(inverse, np.flatnonzero(~unknown)).sum())

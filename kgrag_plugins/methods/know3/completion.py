@@ -448,8 +448,8 @@ class Know3FRAGRetriever(Retriever):
         without a path ranker: the chain of FRAG's best path in ``ev``)."""
         ranker = getattr(self.frag, "path_ranker", None)
         if ranker is not None and len(ranker):
-            qv = self.frag.index.embed_query(self.frag.relation_query(question, topics))
-            lp = ranker.log_probs(qv)
+            rq = self.frag.relation_query(question, topics)
+            lp = ranker.log_probs(self.frag.index.embed_query(rq), rq)
             best = int(np.argmax(lp))
             return tuple(ranker.chains[best]), float(lp[best])
         paths = [f for f in (ev.facts if ev is not None else []) if f.kind == "path"]

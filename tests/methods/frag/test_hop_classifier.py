@@ -1,4 +1,4 @@
-"""FRAG hop classifier (building block of the hop-aware router): training, routing, save/load, adapt."""
+"""FRAG hop classifier (building block of the hop-aware router): features, training, routing, save/load, adapt."""
 
 from __future__ import annotations
 
@@ -6,8 +6,25 @@ import random
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from kgrag_plugins.methods.frag.hop_classifier import COMPLEX, SIMPLE, HopClassifier, normalize_question, question_stats
+from kgrag_plugins.methods.frag.hop_classifier import (
+    _CUES,
+    COMPLEX,
+    FEATURES_VERSION,
+    PARSE_STATS,
+    SIMPLE,
+    HopClassifier,
+    kmeans,
+    normalize_question,
+    question_stats,
+    structure_features,
+)
+
+
+def _stat(q: str, name: str) -> float:
+    return float(structure_features([normalize_question(q)])[0, len(_CUES) + 3 + PARSE_STATS.index(name)])
 
 
 @pytest.fixture(scope="module")
@@ -109,3 +126,65 @@ def test_cli_trains_saves_and_reports_held_out_scores(data_dir, tmp_path, capsys
     )
     assert main(["train", "hop-classifier", "--out", str(out), "--datasets", "nosuch",
                  "--data-dir", str(data_dir)]) == 2  # fmt: skip
+
+
+def test_parse_stats_count_relations_not_name_words():
+    # a long title is one mention: the masked word count does not grow with the name
+    short = "Who founded the company that published Heat?"
+    long = "Who founded the company that published Journal of Psychotherapy Integration?"
+    assert _stat(short, "masked_words") == _stat(long, "masked_words")
+    assert _stat(short, "mentions") == _stat(long, "mentions") == 1
+    # each added relation (clause, "of"-chain, possessive) is counted
+    one = "Who directed Heat?"
+    two = "Who is the father of the director of Heat?"
+    three = "Who is the father of the director of the film that Al Pacino starred in?"
+    assert _stat(one, "masked_of") == 0 < _stat(two, "masked_of") == 2
+    assert _stat(one, "relcl") == _stat(two, "relcl") == 0 < _stat(three, "relcl")
+    assert _stat(one, "depth") < _stat(two, "depth") < _stat(three, "depth")
+    assert _stat("Who is Heat's director's father?", "masked_poss") > _stat(two, "masked_poss") == 0
+    assert "film_of" not in _CUES  # issue 20: the film/book/song word cue was dropped
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.text(min_size=1, max_size=80).filter(str.strip), min_size=1, max_size=3))
+def test_structure_features_are_finite_counts_for_any_text(texts):
+    qs = [normalize_question(t) for t in texts]
+    f = structure_features(qs)
+    assert f.shape == (len(qs), len(_CUES) + 3 + len(PARSE_STATS))
+    assert np.isfinite(f).all() and (f >= 0).all()
+
+
+def test_kmeans_is_deterministic_and_finds_separate_groups():
+    rng = np.random.default_rng(1)
+    X = np.vstack([rng.normal(0, 0.1, (30, 4)), rng.normal(5, 0.1, (20, 4))])
+    c1, c2 = kmeans(X, 2), kmeans(X, 2)
+    assert np.array_equal(c1, c2)
+    assert sorted(np.round(c1[:, 0]).tolist()) == [0.0, 5.0]
+    with pytest.raises(ValueError, match="k-means"):
+        kmeans(X, 0)
+
+
+def test_style_clusters_round_trip_and_old_files_are_refused(metaqa_split, tmp_path):
+    from conftest import HashEmbedder
+
+    from kgrag_plugins.models.persist import load_npz, save_npz
+
+    train, test = metaqa_split
+    emb = HashEmbedder()
+    qs, hops = [q.question for q in train[::4]], [q.hops for q in train[::4]]
+    for k in (1, 3):
+        clf = HopClassifier(emb, n_clusters=k).fit(qs, hops)
+        assert (clf._centroids is None) == (k == 1)
+        loaded = HopClassifier.load(clf.save(tmp_path / f"k{k}.npz"), embedder=emb)
+        probe = [q.question for q in test[:10]]
+        assert loaded.n_clusters == k and np.allclose(loaded.predict_proba(probe), clf.predict_proba(probe))
+    # a file written before the v3 features (no stats/centroids) is refused with a retrain hint
+    old = {k: v for k, v in load_npz(tmp_path / "k3.npz", emb, "hop classifier").items() if k != "embedder"}
+    old["features_version"] = np.array(FEATURES_VERSION - 1)
+    for key in ("stats_mean", "stats_std", "centroids", "n_clusters"):
+        old.pop(key)
+    save_npz(tmp_path / "v2.npz", emb, **old)
+    with pytest.raises(ValueError, match="retrain it with `kgrag train hop-classifier`"):
+        HopClassifier.load(tmp_path / "v2.npz", embedder=emb)
+    with pytest.raises(ValueError, match="n_clusters"):
+        HopClassifier(emb, n_clusters=0)

@@ -522,3 +522,154 @@ def test_train_path_ranker_report(graph, emb):
         ("~starred_actors", "written_by"),
     }
     assert ranker.predict(["who directed it"]) == [DIRECTOR]
+
+
+# ------------------------------------------------------- 6. issue 20: set semantics, scope, ties, routing, words
+
+WRITER_THEN_DIRECTOR = ("written_by", "~written_by", "directed_by")
+
+
+def test_chain_walks_with_revisit_follow_set_semantics(graph, pg):
+    # Annie Hall -> Woody Allen (writer) <- Manhattan -> Woody Allen (director): the answer of
+    # "who directed films for the writer of [Annie Hall]" passes Woody Allen twice
+    from kgrag_plugins.methods.frag.paths import walk_paths
+
+    chain = [_rid(graph, "written_by"), _rid(graph, "written_by", True), _rid(graph, "directed_by")]
+    everywhere = np.ones(pg.n, dtype=bool)
+    s = graph.index_of("Annie Hall")
+
+    def ends(revisit: bool) -> set[str]:
+        c = walk_paths(pg, s, everywhere, 3, 4, 10_000, chain, revisit)
+        return {graph.entity_ids[int(e)] for e in c.ends()}
+
+    assert ends(False) == set()  # simple paths cannot come back to Woody Allen
+    assert ends(True) == {"Woody Allen"} == _ends("Annie Hall", list(WRITER_THEN_DIRECTOR))
+    # the start node is never revisited: Annie Hall -> Woody Allen -> Annie Hall is not a path
+    back = walk_paths(pg, s, everywhere, 2, 4, 10_000, chain[:2], True)
+    assert s not in set(back.ends().tolist()) and {graph.entity_ids[int(e)] for e in back.ends()} == {"Manhattan"}
+
+
+@pytest.fixture(scope="module")
+def writer_ranker(emb) -> PathRanker:
+    train = {**TRAIN, WRITER_THEN_DIRECTOR: [
+        "who directed films for the writer of it",
+        "the films written by the screenwriter of it were directed by who",
+        "who are the directors of the movies written by the writer of it",
+        "who directed the movies written by the writer of it",
+        "the screenwriter of it wrote films directed by whom",
+    ]}  # fmt: skip
+    return PathRanker(emb).fit([q for qs in train.values() for q in qs], [c for c, qs in train.items() for _ in qs])
+
+
+def test_guided_chain_answers_count_a_node_passed_twice(index, writer_ranker):
+    q = "who directed films for the writer of [Annie Hall]"
+    new = FRAGRetriever(index, mode="complex", path_ranker=writer_ranker)
+    old = FRAGRetriever(index, mode="complex", path_ranker=writer_ranker, chain_scope="subgraph", support_ties=False)
+    ev_new, ev_old = new.retrieve(q, 5), old.retrieve(q, 5)
+    assert ev_new.trace["guided_chains"][0] == "/".join(WRITER_THEN_DIRECTOR)
+    assert ev_new.trace["answers"][0] == "Woody Allen"
+    assert chain_key(ev_new.facts[0].data["relations"], ev_new.facts[0].data["inverse"]) == WRITER_THEN_DIRECTOR
+    assert ev_new.facts[0].data["nodes"] == ["Annie Hall", "Woody Allen", "Manhattan", "Woody Allen"]
+    assert not any(
+        chain_key(f.data["relations"], f.data["inverse"]) == WRITER_THEN_DIRECTOR for f in ev_old.facts
+    )  # simple paths only: the chain has no path
+
+
+def test_guided_chains_walk_the_whole_graph_not_only_the_pruned_subgraph(index, ranker):
+    # PageRank keeps 3 nodes: Contact and Navajo are outside the subgraph
+    q = "the films that share directors with the film [Cast Away] were in which languages"
+    whole = FRAGRetriever(index, mode="complex", path_ranker=ranker, max_nodes=3, max_paths=ALL)
+    inside = FRAGRetriever(
+        index, mode="complex", path_ranker=ranker, max_nodes=3, max_paths=ALL, chain_scope="subgraph"
+    )
+    got = {p.nodes[-1] for p in whole.paths(q)[0] if chain_key(p.relations, p.inverse) == LANG_VIA_DIRECTOR}
+    assert got == _ends("Cast Away", list(LANG_VIA_DIRECTOR)) == {"English", "Navajo"}
+    assert "Navajo" not in {p.nodes[-1] for p in inside.paths(q)[0]}
+    with pytest.raises(ValueError, match="chain_scope"):
+        FRAGRetriever(index, chain_scope="everywhere")  # type: ignore[arg-type]
+
+
+def test_equal_scores_put_the_end_with_more_supporting_paths_first():
+    from kgrag_plugins.methods.frag.paths import rank_order
+
+    # five paths: two chains; chain 0 (score 1.0) reaches end 5 once and end 7 twice (through two
+    # intermediate nodes); PageRank prefers end 5; chain 1 scores lower
+    score = np.array([1.0, 1.0, 1.0, 0.5, 0.5])
+    ends = np.array([5, 7, 7, 9, 9])
+    chain = np.array([0, 0, 0, 1, 1])
+    ppr = np.array([0.3, 0.1, 0.1, 0.9, 0.9])
+    assert ends[rank_order(score, ends, ppr, chain)].tolist() == [7, 7, 5, 9, 9]  # support first
+    assert ends[rank_order(score, ends, ppr)].tolist() == [5, 7, 7, 9, 9]  # PageRank only
+    # support counts paths of the *same* chain: end 9's two paths do not lift it above chain 0
+    assert rank_order(score[:0], ends[:0], ppr[:0], chain[:0]).tolist() == []
+
+
+def test_support_ties_need_a_path_ranker(index):
+    q = "who directed the films starred by [Tom Hanks]"
+    plain = FRAGRetriever(index, mode="simple", max_paths=ALL)
+    off = FRAGRetriever(index, mode="simple", max_paths=ALL, support_ties=False)
+    assert [_key(p) for p in plain.paths(q)[0]] == [_key(p) for p in off.paths(q)[0]]
+
+
+def test_a_long_chain_sends_a_simple_routed_question_to_the_complex_pipeline(index, writer_ranker):
+    q = "who directed films for the writer of [Annie Hall]"
+    simple_clf = type("AlwaysSimple", (), {"predict_proba": lambda self, qs: np.zeros(len(qs))})()
+    r = FRAGRetriever(index, classifier=simple_clf, path_ranker=writer_ranker)
+    ev = r.retrieve(q, 5)
+    assert ev.trace["route"] == "complex" and ev.trace["route_by_chain"] == "/".join(WRITER_THEN_DIRECTOR)
+    assert ev.trace["answers"][0] == "Woody Allen"
+    off = FRAGRetriever(index, classifier=simple_clf, path_ranker=writer_ranker, route_by_chain=False).retrieve(q, 5)
+    assert off.trace["route"] == "simple" and "route_by_chain" not in off.trace
+    # a 1-hop chain keeps the simple route; a forced pipeline is never changed
+    assert r.retrieve("who directed [Big]", 5).trace["route"] == "simple"
+    forced = FRAGRetriever(index, mode="simple", path_ranker=writer_ranker).retrieve(q, 5)
+    assert forced.trace["route"] == "simple" and "route_by_chain" not in forced.trace
+
+
+def test_lexical_features_separate_queries_the_embedding_confuses(emb, tmp_path):
+    from kgrag_plugins.methods.frag.path_ranker import lexical_features
+
+    m = lexical_features(["who wrote it", "who wrote it", "Who directed it?"], 256)
+    assert m.shape == (3, 256) and np.allclose(np.sqrt(m.multiply(m).sum(axis=1)), 1.0)
+    assert (m[0] != m[1]).nnz == 0 and (m[0] != m[2]).nnz > 0
+    # one embedding for every query: only the words can tell the chains apart
+    qs = ["which person wrote it", "who wrote it", "which person directed it", "who directed it"]
+    chains = [("written_by",), ("written_by",), DIRECTOR, DIRECTOR]
+    same = np.tile(np.asarray(emb.embed(["it"], progress=False), dtype=np.float64), (4, 1))
+    dense = PathRanker(emb).fit(qs, chains, vectors=same)
+    lexical = PathRanker(emb, lexical_dim=512).fit(qs, chains, vectors=same)
+    assert np.allclose(dense.logits(same)[:, 0], dense.logits(same)[0, 0])
+    got = [lexical.chains[int(i)] for i in lexical.logits(same, qs).argmax(axis=1)]
+    assert got == chains
+    with pytest.raises(ValueError, match="relation queries"):
+        lexical.logits(same, qs[:2])
+    # without the texts: the embedding weights alone, and a warning
+    assert np.allclose(lexical.logits(same), same.astype(np.float32) @ lexical.weights[:384] + lexical.bias)
+    loaded = PathRanker.load(lexical.save(tmp_path / "lex.npz"), embedder=emb)
+    assert loaded.lexical_dim == 512 and np.allclose(loaded.logits(same, qs), lexical.logits(same, qs))
+    with pytest.raises(ValueError, match="lexical_dim"):
+        PathRanker(emb, lexical_dim=-1)
+
+
+def test_set_ties_let_untied_questions_decide_between_tied_chains(emb):
+    # one vector for every query: the model is a single distribution over three chains. Two
+    # questions are labelled written_by alone, six carry the tie {directed_by, written_by}
+    # (the director also wrote the film), two are labelled release_year.
+    chains = [("written_by",)] * 2 + [[DIRECTOR, ("written_by",)]] * 6 + [YEAR] * 2
+    same = np.tile(np.asarray(emb.embed(["it"], progress=False), dtype=np.float64), (10, 1))
+    qs = ["which person wrote it"] * 10
+
+    def probs(ties: str) -> dict:
+        r = PathRanker(emb, ties=ties).fit(qs, chains, vectors=same)
+        return dict(zip(r.chains, np.exp(r.log_probs(same[0]))))
+
+    uniform, as_set = probs("uniform"), probs("set")
+    # uniform targets split the tie: directed_by keeps (6 / 2) / 10 of the mass
+    assert uniform[DIRECTOR] == pytest.approx(0.3, abs=0.02) and uniform[("written_by",)] == pytest.approx(
+        0.5, abs=0.02
+    )
+    # the set likelihood only asks the tie to be covered: written_by takes it, directed_by fades
+    assert as_set[DIRECTOR] < 0.05 and as_set[("written_by",)] == pytest.approx(0.8, abs=0.03)
+    assert as_set[YEAR] == pytest.approx(0.2, abs=0.03)
+    with pytest.raises(ValueError, match="ties"):
+        PathRanker(emb, ties="first")
