@@ -378,11 +378,11 @@ def _phase_query(index_dir: str, out: str, queries: int, frag_queries: int, seed
     Path(out).write_text(json.dumps(result))
 
 
-def _child(args: list[str]) -> None:
-    """Run one phase in a fresh interpreter (its own peak RSS, no warm caches)."""
+def _child(args: list[str], module: str = "kgrag_plugins.eval.bench_scale") -> None:
+    """Run one phase of ``module`` in a fresh interpreter (its own peak RSS, no warm caches)."""
     repo = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ, PYTHONPATH=repo + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    subprocess.run([sys.executable, "-m", "kgrag_plugins.eval.bench_scale", *args], check=True, env=env)
+    subprocess.run([sys.executable, "-m", module, *args], check=True, env=env)
 
 
 def run_kg_bench(

@@ -48,7 +48,6 @@ import logging
 import os
 import platform
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -57,6 +56,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..types import Passage
+from .bench_scale import _child as _run_phase
 from .bench_scale import _pcts, rss_mb
 
 log = logging.getLogger("kgrag_plugins.eval.bench_scale_corpus")
@@ -344,10 +344,8 @@ def _load() -> list[float] | None:
 
 
 def _child(args: list[str]) -> None:
-    """Run one phase in a fresh interpreter (its own peak RSS, no warm caches)."""
-    repo = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ, PYTHONPATH=repo + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    subprocess.run([sys.executable, "-m", "kgrag_plugins.eval.bench_scale_corpus", *args], check=True, env=env)
+    """Run one phase of this module in a fresh interpreter (bench_scale's runner)."""
+    _run_phase(args, module="kgrag_plugins.eval.bench_scale_corpus")
 
 
 def run_corpus_bench(

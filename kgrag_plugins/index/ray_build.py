@@ -34,8 +34,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 
-from .._version import __version__
-from ..config import INDEX_FORMAT_VERSION, progress_enabled
+from ..config import progress_enabled
 from ..models.embed import Embedder, as_embedder, default_embedder
 from ..types import Passage
 from .graph import KnowledgeGraph
@@ -307,7 +306,7 @@ def build_index_ray(
         builder_options: the builder's merge options (``mentions``: ``max_between``, ``window``;
             ``parsekg``: ``resolve_pronouns``; ``llm``: ``max_words``, ``overlap``).
     """
-    from .store import KnowledgeIndex, _check_passages, _counts, _entity_vectors, corpus_hash  # noqa: F811
+    from .store import KnowledgeIndex, _check_passages, _entity_vectors  # noqa: F811
 
     ray = require_ray()
     if builder is not None and builder not in RAY_BUILDERS:
@@ -389,29 +388,12 @@ def build_index_ray(
         workers,
         {k: round(v, 2) for k, v in timings.items()},
     )
-    manifest = {
-        "format_version": INDEX_FORMAT_VERSION,
-        "kgrag_version": __version__,
-        "embedder": {"name": driver_embedder.name, "dim": int(driver_embedder.dim)},
-        "corpus_hash": corpus_hash(passages),
-        "builder": builder,
-        "build_stats": build_stats,
-        "passage_stats": passages.stats() if hasattr(passages, "stats") else {},
-        "settings": dict(settings or {}),
-        "timings": timings,
-        "engine": {"name": "ray", "partitions": n_blocks, "workers": workers, "address": address or "local"},
-    }
-    if path is None:
-        from .passages import PassageStore
-
-        store = PassageStore.create(passages, vectors, None, chroma_url=chroma_url, progress=progress)
-        timings.update(store.build_timings)
-        manifest.update(counts=_counts(store, graph, parsekg), chroma=store.chroma_info)
-        return KnowledgeIndex(store, graph, driver_embedder, manifest, None, ent_vecs, None, parsekg)
-    # the same writer-locked, atomic generation switch as KnowledgeIndex.build / save
-    return KnowledgeIndex._write_generation(
-        Path(path), passages, vectors, graph, driver_embedder, manifest, ent_vecs, None, chroma_url, progress, parsekg
-    )
+    # the same manifest and writer-locked, atomic generation switch as KnowledgeIndex.build
+    engine = {"name": "ray", "partitions": n_blocks, "workers": workers, "address": address or "local"}
+    return KnowledgeIndex._from_built(
+        path, passages, vectors, graph, driver_embedder, builder, build_stats, settings, timings, ent_vecs,
+        chroma_url, progress, parsekg, extra={"engine": engine},
+    )  # fmt: skip
 
 
 def _entity_texts(graph: KnowledgeGraph) -> list[str]:

@@ -192,6 +192,17 @@ class KnowledgeIndex:
         elif len(vectors) != len(passages) or (len(vectors) and vectors.shape[1] != embedder.dim):
             raise ValueError(f"vectors have shape {vectors.shape}, expected ({len(passages)}, {embedder.dim})")
         ent_vecs = _entity_vectors(graph, embedder, progress, timings) if entity_vectors else None
+        return cls._from_built(path, passages, vectors, graph, embedder, builder, build_stats, settings, timings,
+                               ent_vecs, chroma_url, progress, parsekg)  # fmt: skip
+
+    @classmethod
+    def _from_built(
+        cls, path: str | Path | None, passages: list[Passage], vectors: np.ndarray, graph: KnowledgeGraph,
+        embedder: Embedder, builder: str | None, build_stats: Any, settings: dict[str, Any] | None,
+        timings: dict[str, float], ent_vecs: np.ndarray | None, chroma_url: str | None, progress: bool,
+        parsekg: ParseKG | None, extra: dict[str, Any] | None = None,
+    ) -> "KnowledgeIndex":  # fmt: skip
+        """A finished build's manifest, then the in-memory index or :meth:`_write_generation` (Ray too)."""
         manifest = {
             "format_version": INDEX_FORMAT_VERSION,
             "kgrag_version": __version__,
@@ -202,6 +213,7 @@ class KnowledgeIndex:
             "passage_stats": passages.stats() if hasattr(passages, "stats") else {},
             "settings": dict(settings or {}),
             "timings": timings,
+            **(extra or {}),
         }
         if path is None:
             store = PassageStore.create(passages, vectors, None, chroma_url=chroma_url, progress=progress)
@@ -647,12 +659,8 @@ class KnowledgeIndex:
 
 
 def _counts(store: PassageStore, graph: KnowledgeGraph, parsekg: ParseKG | None = None) -> dict[str, int]:
-    out = {
-        "passages": len(store),
-        "entities": graph.num_entities,
-        "triples": graph.num_triples,
-        "relations": len(graph.relations),
-    }
+    g = graph
+    out = {"passages": len(store), "entities": g.num_entities, "triples": g.num_triples, "relations": len(g.relations)}
     if parsekg is not None:
         out["sentences"] = parsekg.num_sentences
         out["hyperrelations"] = parsekg.num_hyperrelations

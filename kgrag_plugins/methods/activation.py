@@ -21,7 +21,6 @@ from __future__ import annotations
 import random
 import re
 import threading
-import unicodedata
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -268,8 +267,9 @@ _WORD = re.compile(r"\w+")
 
 def _words(text: str) -> list[str]:
     """Case- and accent-folded word tokens (the comparison form of titles and passage text)."""
-    s = unicodedata.normalize("NFKD", text)
-    return _WORD.findall("".join(c for c in s if not unicodedata.combining(c)).casefold())
+    from ..index.builders.linking import fold
+
+    return _WORD.findall(fold(text))
 
 
 def _rrf(*scores: np.ndarray, k: int = 60, depth: int = 100) -> np.ndarray:

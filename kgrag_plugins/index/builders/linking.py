@@ -21,10 +21,15 @@ _STOP_KEYS = frozenset(
 )
 
 
+def fold(text: str) -> str:
+    """``text`` without accents (NFKD, combining marks dropped), case-folded."""
+    s = unicodedata.normalize("NFKD", text)
+    return "".join(c for c in s if not unicodedata.combining(c)).casefold()
+
+
 def name_key(name: str) -> str:
     """Normalised comparison key of an entity name ("" for names that are only punctuation)."""
-    s = unicodedata.normalize("NFKD", name)
-    s = "".join(c for c in s if not unicodedata.combining(c)).casefold()
+    s = fold(name)
     s = s.replace("\u2019", "'").strip()
     for art in _ARTICLES:
         if s.startswith(art) and len(s) > len(art) + 2:
