@@ -488,6 +488,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--passages", type=int, default=100_000, help="--corpus: synthetic passages in the index")
     p.add_argument("--add", type=int, default=1_000, help="--corpus: passages added incrementally")
     p.add_argument("--dense-build", action="store_true", help="--corpus: also time a dense-only build")
+    p.add_argument(
+        "--embedder",
+        default="default",
+        choices=("default", "onnx", "onnx-int8"),
+        help="--corpus: passage embedder for every phase (default: MiniLM on sentence-transformers)",
+    )
     p.add_argument("--frag-queries", type=int, default=100, help="FRAG queries measured (after one warm-up query)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=run)
@@ -507,6 +513,7 @@ def run(args: argparse.Namespace) -> int:
             queries=args.queries,
             seed=args.seed,
             dense_build=args.dense_build,
+            embedder=args.embedder,
         )
         return _write(args, res, corpus.markdown_table(res))
     res = run_kg_bench(

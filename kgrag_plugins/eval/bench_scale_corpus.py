@@ -35,6 +35,9 @@ Phases, each in a fresh Python process so its time and peak RSS (``VmHWM``) are 
    then the ``Q`` questions, retrievers interleaved per question (same machine state);
    p50/p95 per retriever and ``activation_dense_p50_ratio`` (target <= 2), peak RSS.
 
+Every phase uses one embedder, ``--embedder`` (``default`` = MiniLM on sentence-transformers;
+``onnx`` / ``onnx-int8`` = the same MiniLM on ONNX Runtime, :mod:`kgrag_plugins.models.embed_onnx`).
+
 Generated files and indexes live under ``--out-dir`` (keep it under /tmp, never in a
 repository). Example::
 
@@ -162,13 +165,20 @@ def generate(out_dir: str | os.PathLike[str], n: int, add: int, queries: int, se
 
 
 # =========================================================================== phases (fresh processes)
-def _phase_embed(d: Path, out: Path) -> None:
+def _embedder(name: str):
+    """The phase's embedder: ``default`` (MiniLM, sentence-transformers) or an ``as_embedder``
+    name (``onnx``, ``onnx-int8``); every phase of one run uses the same one."""
+    from ..models.embed import as_embedder, default_embedder
+
+    return default_embedder() if name == "default" else as_embedder(name)
+
+
+def _phase_embed(d: Path, out: Path, emb_name: str = "default") -> None:
     from ..index.store import _timed_embed
-    from ..models.embed import default_embedder
 
     passages = _read_passages(d / "corpus.jsonl")
     t0 = time.perf_counter()
-    emb = default_embedder()
+    emb = _embedder(emb_name)
     load_s = time.perf_counter() - t0
     vecs, secs = _timed_embed(emb, passages, False)  # the build's own call: same texts, batch size
     res = {
@@ -183,14 +193,13 @@ def _phase_embed(d: Path, out: Path) -> None:
     out.write_text(json.dumps(res))
 
 
-def _phase_build(d: Path, out: Path, dense: bool) -> None:
+def _phase_build(d: Path, out: Path, dense: bool, emb_name: str = "default") -> None:
     from ..index.store import KnowledgeIndex
-    from ..models.embed import default_embedder
 
     passages = _read_passages(d / "corpus.jsonl")
-    default_embedder()  # loaded outside the timed build (the denominator excludes it too)
+    emb = _embedder(emb_name)  # loaded outside the timed build (the denominator excludes it too)
     t0 = time.perf_counter()
-    index = KnowledgeIndex.build(passages, d / "index", builder="mentions", progress=False)
+    index = KnowledgeIndex.build(passages, d / "index", embedder=emb, builder="mentions", progress=False)
     secs = time.perf_counter() - t0
     tm = index.manifest.get("timings", {})
     stats = index.manifest.get("build_stats") or {}
@@ -206,7 +215,7 @@ def _phase_build(d: Path, out: Path, dense: bool) -> None:
     del index
     if dense:
         t0 = time.perf_counter()
-        dix = KnowledgeIndex.build(passages, d / "index_dense", progress=False)
+        dix = KnowledgeIndex.build(passages, d / "index_dense", embedder=emb, progress=False)
         res["dense_build_seconds"] = round(time.perf_counter() - t0, 2)
         res["dense_build_timings"] = {k: round(v, 2) for k, v in dix.manifest.get("timings", {}).items()}
         res["peak_rss_after_dense_build_mb"] = round(rss_mb()["hwm"] or 0.0, 1)
@@ -214,13 +223,12 @@ def _phase_build(d: Path, out: Path, dense: bool) -> None:
     out.write_text(json.dumps(res))
 
 
-def _phase_add(d: Path, out: Path) -> None:
+def _phase_add(d: Path, out: Path, emb_name: str = "default") -> None:
     from ..index.builders import mentions
     from ..index.store import KnowledgeIndex
-    from ..models.embed import default_embedder
 
     new = _read_passages(d / "add.jsonl")
-    emb = default_embedder()
+    emb = _embedder(emb_name)
     t0 = time.perf_counter()
     index = KnowledgeIndex.open(d / "index", embedder=emb)
     open_s = time.perf_counter() - t0
@@ -289,18 +297,17 @@ def _phase_add(d: Path, out: Path) -> None:
     out.write_text(json.dumps(res))
 
 
-def _phase_query(d: Path, out: Path, queries: int) -> None:
+def _phase_query(d: Path, out: Path, queries: int, emb_name: str = "default") -> None:
     from ..index.store import KnowledgeIndex
     from ..methods.activation import ActivationRetriever
     from ..methods.baselines import BM25Retriever, DenseRetriever
-    from ..models.embed import default_embedder
 
     with open(d / "questions.jsonl", encoding="utf-8") as f:
         qs = [json.loads(line)["question"] for line in f if line.strip()][:queries]
     t0 = time.perf_counter()
-    default_embedder()
+    emb = _embedder(emb_name)
     t1 = time.perf_counter()
-    index = KnowledgeIndex.open(d / "index")
+    index = KnowledgeIndex.open(d / "index", embedder=emb)
     t2 = time.perf_counter()
     open_rss = rss_mb()
     setup: dict[str, float] = {}
@@ -356,6 +363,7 @@ def run_corpus_bench(
     queries: int = 100,
     seed: int = 0,
     dense_build: bool = False,
+    embedder: str = "default",
 ) -> dict:
     """Generate, embed-only, build, add, query (each a fresh process); the result dict."""
     d = Path(out_dir)
@@ -374,9 +382,9 @@ def run_corpus_bench(
     for phase, extra in phases:
         log.info("phase %s", phase)
         stamps[phase] = {"start_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "load_start": _load()}
-        _child([f"_{phase}", str(d), str(files[phase]), *extra])
+        _child([f"_{phase}", str(d), str(files[phase]), *extra, embedder])
         stamps[phase]["load_end"] = _load()
-    res: dict[str, Any] = {"n_passages": passages, "n_add": add, **manifest}
+    res: dict[str, Any] = {"n_passages": passages, "n_add": add, "embedder_option": embedder, **manifest}
     for f in files.values():
         res.update(json.loads(f.read_text()))
     res["build_throughput_ratio"] = round(res["embed_only_seconds"] / res["build_seconds"], 3)
@@ -397,13 +405,14 @@ def markdown_table(res: dict) -> str:
     """The headline numbers as a markdown table."""
     rows = [
         ("passages (+ added)", f"{res['n_passages']:,} (+ {res['n_add']:,})"),
+        ("embedder", res.get("embedder", "")),
         ("embed-only s", res["embed_only_seconds"]),
         ("build (mentions) s", res["build_seconds"]),
         ("build throughput ratio (embed-only / build)", res["build_throughput_ratio"]),
         ("build peak RSS MB", res["build_peak_rss_mb"]),
         (f"add {res['n_add']:,} s (no full rebuild: {res['add_no_full_rebuild']})", res["add_seconds"]),
         (
-            "open s (MiniLM + index)",
+            "open s (embedder + index)",
             f"{res['query_open_seconds']} ({res['query_open_embedder_seconds']} + {res['query_open_index_seconds']})",
         ),
         ("dense p50 / p95 ms", f"{res['dense_p50_ms']} / {res['dense_p95_ms']}"),
@@ -424,13 +433,13 @@ def _main(argv: list[str]) -> None:
         d, n, a, q, s = rest
         generate(d, int(n), int(a), int(q), int(s))
     elif phase == "_embed":
-        _phase_embed(Path(rest[0]), Path(rest[1]))
+        _phase_embed(Path(rest[0]), Path(rest[1]), *rest[2:3])
     elif phase == "_build":
-        _phase_build(Path(rest[0]), Path(rest[1]), rest[2] == "1")
+        _phase_build(Path(rest[0]), Path(rest[1]), rest[2] == "1", *rest[3:4])
     elif phase == "_add":
-        _phase_add(Path(rest[0]), Path(rest[1]))
+        _phase_add(Path(rest[0]), Path(rest[1]), *rest[2:3])
     elif phase == "_query":
-        _phase_query(Path(rest[0]), Path(rest[1]), int(rest[2]))
+        _phase_query(Path(rest[0]), Path(rest[1]), int(rest[2]), *rest[3:4])
     else:
         raise SystemExit(f"unknown phase {phase!r}")
 

@@ -9,6 +9,8 @@ Vectors always come from our own embedder: collections are created with
 from __future__ import annotations
 
 import json
+import logging
+import shutil
 import time
 import uuid
 from pathlib import Path
@@ -20,6 +22,8 @@ import numpy as np
 from ..config import env
 from ..types import Passage
 from .errors import IndexCorruptError
+
+log = logging.getLogger("kgrag_plugins.index.passages")
 
 #: HNSW settings: ef_search well above k keeps Chroma's ANN search effectively exact at
 #: corpus sizes of a few thousand to a few hundred thousand passages.
@@ -75,6 +79,8 @@ class PassageStore:
         self._collection = collection
         self._bm25 = bm25
         self.chroma_info = chroma_info
+        #: The directory holding ``chroma/`` in embedded mode (None in memory or server mode).
+        self.directory: Path | None = None
         self._stem = _stemmer()
         #: Seconds spent building the Chroma collection and the BM25 index (set by ``create``).
         self.build_timings: dict[str, float] = {}
@@ -90,11 +96,19 @@ class PassageStore:
         chroma_url: str | None = None,
         collection_name: str | None = None,
         progress: bool = False,
+        reuse: "PassageStore | None" = None,
     ) -> "PassageStore":
         """Index ``passages`` with precomputed ``vectors`` (rows aligned with passages).
 
         In embedded mode the Chroma database lives in ``directory/chroma`` (in memory when
         ``directory`` is None); in server mode a new collection is created on the server.
+
+        ``reuse``: a saved embedded store whose vector for every id it shares with ``passages``
+        is the one given here (an incremental add or delete). Its Chroma directory is copied
+        (files, not re-inserted: the HNSW graph is kept) and only the difference is applied, so
+        an add costs the new vectors, not the corpus. Any other case, or a copy whose count does
+        not check out, inserts everything. BM25 is always re-indexed (every score depends on
+        the corpus statistics; about 5 s at 100k passages).
         """
         passages = list(passages)
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
@@ -108,9 +122,15 @@ class PassageStore:
         name = collection_name or f"kgrag-{uuid.uuid4().hex[:16]}"
         chroma_dir = Path(directory) / "chroma" if directory is not None and not url else None
         t0 = time.perf_counter()
-        client = chroma_client(chroma_dir, url)
-        collection = client.create_collection(name=name, configuration={"hnsw": dict(HNSW)}, embedding_function=None)
-        _add_batched(client, collection, passages, vectors, progress)
+        copied = _copy_chroma(reuse, chroma_dir, passages, vectors, progress) if chroma_dir is not None else None
+        if copied is not None:
+            client, collection, name = copied
+        else:
+            client = chroma_client(chroma_dir, url)
+            collection = client.create_collection(
+                name=name, configuration={"hnsw": dict(HNSW)}, embedding_function=None
+            )
+            _add_batched(client, collection, passages, vectors, progress)
         t1 = time.perf_counter()
         bm25 = _build_bm25(passages) if passages else None  # a KG-only index has no passages
         info = {"mode": "http" if url else ("embedded" if chroma_dir else "memory"), "collection": name}
@@ -118,6 +138,9 @@ class PassageStore:
             info["url"] = url
         store = cls(passages, vectors, collection, bm25, info)
         store.build_timings = {"chroma_s": t1 - t0, "bm25_s": time.perf_counter() - t1}
+        if copied is not None:
+            store.build_timings["chroma_reused"] = 1.0
+        store.directory = Path(directory) if chroma_dir is not None else None
         if directory is not None:
             store._write_files(Path(directory))
         return store
@@ -183,7 +206,9 @@ class PassageStore:
                 bm25 = bm25s.BM25.load(str(d / "bm25"))
             except Exception as e:  # missing or truncated bm25s files
                 raise IndexCorruptError(f"{d / 'bm25'} cannot be loaded ({_short(e)}); {fix}") from None
-        return cls(passages, vectors, collection, bm25, dict(chroma_info))
+        store = cls(passages, vectors, collection, bm25, dict(chroma_info))
+        store.directory = d if mode == "embedded" else None
+        return store
 
     def drop_collection(self) -> None:
         """Delete this store's Chroma collection (used when an index generation is replaced)."""
@@ -263,6 +288,43 @@ def _build_bm25(passages: Sequence[Passage]):
     bm25 = bm25s.BM25()
     bm25.index(tokens, show_progress=False)
     return bm25
+
+
+def _copy_chroma(
+    base: "PassageStore | None", chroma_dir: Path, passages: list[Passage], vectors: np.ndarray, progress: bool
+) -> tuple[Any, Any, str] | None:
+    """``base``'s embedded Chroma copied to ``chroma_dir`` with the difference applied, or None."""
+    src = base.directory / "chroma" if base is not None and base.directory is not None else None
+    if src is None or not (src / "chroma.sqlite3").is_file() or chroma_dir.exists():
+        return None
+    name = base.chroma_info["collection"]
+    pos = {p.id: i for i, p in enumerate(passages)}
+    gone = [pid for pid in base.ids if pid not in pos]
+    new = [i for i, p in enumerate(passages) if p.id not in base]
+    try:
+        shutil.copytree(src, chroma_dir)  # the source generation is sealed: nothing writes to it
+    except OSError as e:
+        log.warning("could not copy the Chroma database %s (%s); inserting every vector", src, _short(e))
+        shutil.rmtree(chroma_dir, ignore_errors=True)
+        return None
+    client = chroma_client(chroma_dir)
+    try:
+        collection = client.get_collection(name, embedding_function=None)
+        if collection.count() != len(base):
+            raise ValueError(f"copied collection holds {collection.count()} vectors, expected {len(base)}")
+        for i in range(0, len(gone), 5000):
+            collection.delete(ids=gone[i : i + 5000])
+        _add_batched(client, collection, [passages[i] for i in new], vectors[new], progress)
+        if collection.count() != len(passages):
+            raise ValueError(f"collection holds {collection.count()} vectors after the update, not {len(passages)}")
+    except Exception as e:  # fall back to a full insert into a fresh collection (same client)
+        log.warning("could not reuse the Chroma collection of %s (%s); inserting every vector", src, _short(e))
+        try:
+            client.delete_collection(name)
+        except Exception:  # not there
+            pass
+        return None
+    return client, collection, name
 
 
 def _add_batched(client: Any, collection: Any, passages: list[Passage], vectors: np.ndarray, progress: bool) -> None:

@@ -239,9 +239,11 @@ class KnowledgeIndex:
         progress: bool,
         parsekg: ParseKG | None = None,
         collect: bool = True,
+        reuse: PassageStore | None = None,
     ) -> "KnowledgeIndex":
         """Write a complete generation under the writer lock, switch the manifest to it, and
-        (with ``collect``) delete the generations no reader holds. Disk full -> IndexWriteError."""
+        (with ``collect``) delete the generations no reader holds. Disk full -> IndexWriteError.
+        ``reuse``: the live store, whose Chroma files an add/delete copies (``PassageStore.create``)."""
         root.mkdir(parents=True, exist_ok=True)
         with WriterLock(root):
             old = read_json(root / MANIFEST)  # record the live generation's Chroma for its clean-up
@@ -254,7 +256,7 @@ class KnowledgeIndex:
             try:
                 create_lease_file(gdir)
                 store = PassageStore.create(
-                    passages, vectors, gdir / "passages", chroma_url=chroma_url, progress=progress
+                    passages, vectors, gdir / "passages", chroma_url=chroma_url, progress=progress, reuse=reuse
                 )
                 manifest["timings"].update(store.build_timings)
                 _atomic_write_text(gdir / "chroma.json", json.dumps(store.chroma_info))
@@ -632,20 +634,8 @@ class KnowledgeIndex:
             new = KnowledgeIndex(store, graph, self.embedder, manifest, None, ent, None, parsekg)
         else:
             with WriterLock(self.path):
-                new = self._write_generation(
-                    self.path,
-                    passages,
-                    vectors,
-                    graph,
-                    self.embedder,
-                    manifest,
-                    ent,
-                    None,
-                    url,
-                    progress,
-                    parsekg,
-                    collect=False,
-                )
+                args = (self.path, passages, vectors, graph, self.embedder, manifest, ent, None, url, progress, parsekg)
+                new = self._write_generation(*args, collect=False, reuse=self.passages)
                 new.revision = self.revision + 1
                 self._adopt(new)
                 collect_generations(self.path, self.manifest["generation"], _drop_generation_collection)

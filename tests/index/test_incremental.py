@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -395,3 +396,80 @@ def test_llm_build_killed_midway_keeps_old_index_and_resumes_without_repeat_call
     assert idx.manifest["builder"] == "llm" and idx.manifest["build_stats"]["cached"] == 3
     assert {t.relation for t in idx.graph.triples()} == {"lives in"} and idx.graph.num_triples == 5
     assert set(idx.graph.passages_of(idx.graph.entity_ids[0])) <= {p.id for p in passages}
+
+
+# --------------------------------------------------------------------------- Chroma reuse on add/delete
+
+
+def _collection_rows(idx):
+    """(ids, embeddings) stored in the live generation's Chroma collection, sorted by id."""
+    got = idx.passages._collection.get(include=["embeddings"])
+    order = np.argsort(got["ids"])
+    return [got["ids"][i] for i in order], np.asarray(got["embeddings"])[order]
+
+
+def test_add_and_delete_copy_the_chroma_collection_instead_of_reinserting(tmp_path, monkeypatch):
+    """An add/delete on a saved index copies the live Chroma files and applies only the change
+    (issue 19 item 2): the vectors inserted are exactly the new ones; the result matches a full build."""
+    from kgrag_plugins.index import passages as passages_mod
+
+    idx = _build(BASE, tmp_path / "idx")
+    old_gen, old_name = idx.manifest["generation"], idx.manifest["chroma"]["collection"]
+    reader = KnowledgeIndex.open(tmp_path / "idx", embedder=HashEmbedder())  # holds the old generation
+    inserted = []
+    real_add = passages_mod._add_batched
+
+    def counting(client, collection, passages, vectors, progress):
+        inserted.extend(p.id for p in passages)
+        return real_add(client, collection, passages, vectors, progress)
+
+    monkeypatch.setattr(passages_mod, "_add_batched", counting)
+    idx.add_passages([TUBB, QUOKKA], progress=False)
+    assert inserted == ["tubb", "quokka"]  # not the four old passages again
+    assert idx.manifest["timings"]["chroma_reused"] == 1.0
+    assert idx.manifest["generation"] != old_gen and idx.manifest["chroma"]["collection"] == old_name
+    ref = _build(BASE + [TUBB, QUOKKA], tmp_path / "ref")
+    ids, emb = _collection_rows(idx)
+    ref_ids, ref_emb = _collection_rows(ref)
+    assert ids == ref_ids == sorted(p.id for p in BASE + [TUBB, QUOKKA])
+    np.testing.assert_allclose(emb, ref_emb, atol=1e-6)
+    for q in QUERIES:
+        assert _search(idx, q) == _search(ref, q)
+    # the reader's generation was copied, not changed
+    assert reader.passages._collection.count() == len(BASE)
+    assert _search(reader, "quokka marsupial Rottnest Island")[1][0][0] != "quokka"
+    # delete: copy again, remove only the gone ids
+    inserted.clear()
+    idx.delete_passages(["cash"])
+    assert inserted == [] and idx.manifest["timings"]["chroma_reused"] == 1.0
+    ids, _ = _collection_rows(idx)
+    assert ids == sorted(["snow", "obama", "merkel", "tubb", "quokka"])
+    again = KnowledgeIndex.open(tmp_path / "idx", embedder=HashEmbedder())
+    assert _state(again) == _state(idx)
+    reader.close()
+
+
+def test_chroma_reuse_falls_back_to_a_full_insert_when_the_copy_is_wrong(tmp_path, monkeypatch, caplog):
+    """A copied collection whose count does not match is dropped and every vector inserted (WARNING)."""
+    idx = _build(BASE, tmp_path / "idx")
+    live = idx.passages.directory / "chroma"
+    real_copy = __import__("shutil").copytree
+
+    def lossy_copy(src, dst, *a, **kw):  # a copy that lost a row: the count check must catch it
+        out = real_copy(src, dst, *a, **kw)
+        if Path(src) == live:  # the top-level call (copytree recurses through the patched name)
+            from kgrag_plugins.index.passages import chroma_client
+
+            chroma_client(dst).get_collection(idx.manifest["chroma"]["collection"]).delete(ids=["snow"])
+        return out
+
+    monkeypatch.setattr("kgrag_plugins.index.passages.shutil.copytree", lossy_copy)
+    with caplog.at_level("WARNING", logger="kgrag_plugins.index.passages"):
+        idx.add_passages([QUOKKA], progress=False)
+    assert "inserting every vector" in caplog.text and str(live) in caplog.text
+    assert "chroma_reused" not in idx.passages.build_timings
+    ids, _ = _collection_rows(idx)
+    assert ids == sorted(p.id for p in BASE + [QUOKKA])
+    again = KnowledgeIndex.open(tmp_path / "idx", embedder=HashEmbedder())
+    assert again.passages._collection.count() == len(BASE) + 1
+    assert _search(again, "Hank Snow country singer") == _search(idx, "Hank Snow country singer")
