@@ -82,7 +82,7 @@ def test_summary_prints_real_numbers_or_points_to_the_readme(monkeypatch, sample
     checkout = demo.benchmark_numbers()
     assert checkout["source"] == "docs/benchmarks/*.json"
     assert all(f["committed"] for f in checkout["files"].values())
-    act = checkout["files"]["activation-bridge-musique.json"]["results"]["activation"]
+    act = checkout["files"]["activation-bm25-musique.json"]["results"]["activation"]
     buf = io.StringIO()
     demo._print_summary(buf, summary, sample_questions, 3)
     out = buf.getvalue()

@@ -489,6 +489,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--add", type=int, default=1_000, help="--corpus: passages added incrementally")
     p.add_argument("--dense-build", action="store_true", help="--corpus: also time a dense-only build")
     p.add_argument(
+        "--phases",
+        default=None,
+        help="--corpus: comma-separated phases to run (embed,build,add,query); the others' results "
+        "are read from an earlier run in --out-dir",
+    )
+    p.add_argument(
         "--embedder",
         default="default",
         choices=("default", "onnx", "onnx-int8"),
@@ -514,6 +520,7 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             dense_build=args.dense_build,
             embedder=args.embedder,
+            phases=[x.strip() for x in args.phases.split(",") if x.strip()] if args.phases else None,
         )
         return _write(args, res, corpus.markdown_table(res))
     res = run_kg_bench(

@@ -66,6 +66,7 @@ log = logging.getLogger("kgrag_plugins.eval.bench_scale_corpus")
 
 SOURCES = ("musique", "hotpotqa", "2wikimultihopqa", "popqa")
 MANIFEST = "manifest.json"
+PHASES = ("embed", "build", "add", "query")
 _SENT = re.compile(r"(?<=[.!?])\s+")
 
 
@@ -275,7 +276,7 @@ def _phase_add(d: Path, out: Path, emb_name: str = "default") -> None:
         "add_open_seconds": round(open_s, 2),
         "add_seconds": round(add_s, 2),
         "add_result": added,
-        "add_store_reindex_seconds": {k: round(tm[k], 2) for k in ("chroma_s", "bm25_s") if k in tm},
+        "add_store_reindex_seconds": {k: round(tm[k], 2) for k in ("chroma_s", "bm25_s", "chroma_reused") if k in tm},
         "add_counts_before": before,
         "add_counts_after": after,
         "add_embedded_texts": seen["embedded"],
@@ -342,6 +343,12 @@ def _phase_query(d: Path, out: Path, queries: int, emb_name: str = "default") ->
     out.write_text(json.dumps(res))
 
 
+def _index_passages(d: Path) -> int | None:
+    """Passages in ``d/index`` per its manifest (None when there is no index)."""
+    man = d / "index" / "manifest.json"
+    return json.loads(man.read_text()).get("counts", {}).get("passages") if man.is_file() else None
+
+
 def _load() -> list[float] | None:
     """The 1/5/15-minute load averages (the machine is shared: timings depend on them)."""
     try:
@@ -364,27 +371,52 @@ def run_corpus_bench(
     seed: int = 0,
     dense_build: bool = False,
     embedder: str = "default",
+    phases: Sequence[str] | None = None,
 ) -> dict:
-    """Generate, embed-only, build, add, query (each a fresh process); the result dict."""
+    """Generate, embed-only, build, add, query (each a fresh process); the result dict.
+
+    ``phases``: run only these (e.g. ``["query"]`` after a retriever change) and take the
+    others' results from their files of an earlier run in ``out_dir`` (an error if missing).
+    """
     d = Path(out_dir)
-    d.mkdir(parents=True, exist_ok=True)
+    bad = sorted(set(phases or ()) - set(PHASES))
+    if bad:
+        raise ValueError(f"unknown phase(s) {bad}; phases: {', '.join(PHASES)}")
+    run = list(PHASES) if phases is None else [p for p in PHASES if p in phases]
+    files = {p: d / f"{p}_result.json" for p in PHASES}
     man_path = d / MANIFEST
     old = json.loads(man_path.read_text()) if man_path.is_file() else {}
-    if [old.get(k) for k in ("passages", "add", "queries", "seed")] != [passages, add, queries, seed]:
+    regenerate = [old.get(k) for k in ("passages", "add", "queries", "seed")] != [passages, add, queries, seed]
+    if run != list(PHASES):
+        stale = [p for p in PHASES if p not in run and not files[p].is_file()]
+        if regenerate or stale:
+            raise ValueError(
+                f"no earlier result for phase(s) {stale or list(PHASES)} with these settings in {d}; run every phase"
+            )
+        if "add" in run and "build" not in run and _index_passages(d) != passages:
+            raise ValueError("the add phase extends a fresh build and the index holds more: run build too")
+        if "build" in run and not {"add", "query"} <= set(run):
+            raise ValueError("a new build needs new add and query phases")
+    d.mkdir(parents=True, exist_ok=True)
+    if regenerate:
         log.info("generating %d + %d passages into %s", passages, add, d)
         _child(["_generate", str(d), str(passages), str(add), str(queries), str(seed)])
     manifest = json.loads(man_path.read_text())
-    files = {p: d / f"{p}_result.json" for p in ("embed", "build", "add", "query")}
-    for f in files.values():
-        f.unlink(missing_ok=True)
-    stamps: dict[str, dict[str, Any]] = {}
-    phases = (("embed", []), ("build", ["1" if dense_build else "0"]), ("add", []), ("query", [str(queries)]))
-    for phase, extra in phases:
+    for p in run:
+        files[p].unlink(missing_ok=True)
+    stamps_path = d / "phase_stamps.json"
+    stamps: dict[str, dict[str, Any]] = json.loads(stamps_path.read_text()) if stamps_path.is_file() else {}
+    steps = (("embed", []), ("build", ["1" if dense_build else "0"]), ("add", []), ("query", [str(queries)]))
+    for phase, extra in steps:
+        if phase not in run:
+            continue
         log.info("phase %s", phase)
         stamps[phase] = {"start_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "load_start": _load()}
         _child([f"_{phase}", str(d), str(files[phase]), *extra, embedder])
         stamps[phase]["load_end"] = _load()
+        stamps_path.write_text(json.dumps(stamps))
     res: dict[str, Any] = {"n_passages": passages, "n_add": add, "embedder_option": embedder, **manifest}
+    res["phases_run"] = run
     for f in files.values():
         res.update(json.loads(f.read_text()))
     res["build_throughput_ratio"] = round(res["embed_only_seconds"] / res["build_seconds"], 3)

@@ -23,7 +23,8 @@
   answers, or complete with a prior weight (0 / 1), a local-candidate bonus (0 / 4), a least
   path-ranker probability of the chain (0 / 0.3 / 0.5) and a verifier gate (none, or the
   verifier's calibrated thresholds ``TripleVerifier.calibrate(p)``, p = 99 / 95 / 90 / 75 / 50:
-  the p-th percentile of its scores over known KB triples). Completion is used for a chain
+  the p-th percentile of its scores over the KGE's held-out triples, or over known KB triples for
+  a KGE cached before the held-out split was stored). Completion is used for a chain
   length only when it beats FRAG alone there significantly (one-sided sign test at 5 % on the
   questions where the two answers differ in correctness). The path ranker that predicts the
   chains was trained on the same training questions (in-sample chains).

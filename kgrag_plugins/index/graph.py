@@ -31,6 +31,10 @@ HINT_MAX_ENTITIES = 200_000
 HINT_MAX_CANDIDATES = 20_000
 #: ``save`` writes the memory-mapped format (:mod:`.graph_mmap`) from this many entities on.
 MMAP_MIN_ENTITIES = 100_000
+#: The attributes a memory-mapped graph reads from its files (:func:`.graph_mmap.open_mapped`).
+_MAPPED_COLUMNS = frozenset(
+    {"_ids", "_names", "_descs", "_types", "_aliases", "_eidx", "_h", "_r", "_t", "_triple_src", "_ent_passages"}
+)
 
 
 class UnknownEntityError(KeyError):
@@ -140,6 +144,25 @@ class KnowledgeGraph:
         """Before a mutation: copy a memory-mapped graph into memory."""
         if self._mapped is not None:
             graph_mmap.materialize(self)
+
+    def __deepcopy__(self, memo: dict) -> "KnowledgeGraph":
+        """A deep copy; a memory-mapped graph is copied into memory (the mapped files cannot be
+        pickled) and stays mapped itself (``add_passages`` copies the graph it extends)."""
+        import copy
+
+        new = self.__class__.__new__(self.__class__)
+        memo[id(self)] = new
+        mapped = self._mapped is not None
+        for key, value in self.__dict__.items():
+            if mapped and key in _MAPPED_COLUMNS:
+                setattr(new, key, value)  # read-only columns, replaced by materialize below
+            elif key == "_cache":
+                new._cache = {} if mapped else copy.deepcopy(value, memo)
+            else:
+                setattr(new, key, copy.deepcopy(value, memo))
+        if mapped:
+            graph_mmap.materialize(new)
+        return new
 
     # ------------------------------------------------------------------ building
     def add_entity(self, entity: Entity) -> int:
@@ -396,6 +419,10 @@ class KnowledgeGraph:
     def triple(self, i: int) -> Triple:
         src = [self._passage_ids[p] for p in self._triple_src.get(i, ())]
         return Triple(self._ids[self._h[i]], self._relations[self._r[i]], self._ids[self._t[i]], src)
+
+    def triple_sources(self) -> dict[int, list[str]]:
+        """Triple index -> the passage ids it was read from, for the triples that have any."""
+        return {i: [self._passage_ids[p] for p in srcs] for i, srcs in self._triple_src.items() if srcs}
 
     def triples(self) -> Iterator[Triple]:
         return (self.triple(i) for i in range(len(self._h)))

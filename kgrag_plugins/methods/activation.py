@@ -36,6 +36,13 @@ from .base import Retriever
 #: KG-Infused RAG caps (METHODS.md §1(b)).
 MAX_TRIPLES_PER_ENTITY = 50
 MAX_ENTITIES_PER_ROUND = 10
+#: From this many nodes (entities + passages; about 40k passages of Wikipedia text) the
+#: activation retriever spreads by residual push instead of whole-graph power iteration.
+PUSH_MIN_NODES = 150_000
+#: Residual below which push stops moving a node's mass (sources carry mass 1 in all).
+PUSH_EPS = 1e-5
+#: BM25 top passages added as activation sources (chosen leave-one-dataset-out, issue 20).
+DEFAULT_BM25_SEEDS = 1
 
 
 def rescale(weights: np.ndarray | float, c: float = 0.4) -> np.ndarray | float:
@@ -323,6 +330,23 @@ class TitleMentions:
         return found
 
 
+class _Cosines:
+    """Passage cosines to the query computed per row on demand (large corpora, where the dense
+    seeds come from the Chroma index and only the bridge candidates need a cosine)."""
+
+    def __init__(self, vecs: np.ndarray, q: np.ndarray) -> None:
+        self._vecs, self._q = vecs, q
+
+    def __getitem__(self, i: int) -> float:
+        return float(self._vecs[i] @ self._q)
+
+    def __len__(self) -> int:
+        return len(self._vecs)
+
+    def full(self) -> np.ndarray:
+        return self._vecs @ self._q
+
+
 class ActivationRetriever(Retriever):
     """The project's recommended LLM-free spreading-activation retriever (``"activation"``).
 
@@ -351,10 +375,12 @@ class ActivationRetriever(Retriever):
     linked; a title mention needs no NER span ("an Australian politician" names the page
     "Politician"). Measured leave-one-dataset-out (``benchmarks/loo_activation.py``).
 
-    Two additions measured leave-one-dataset-out are **off** by default (``docs/activation.md``):
-    ``bm25_seeds`` (the BM25 top passages as extra passage sources, softmax of their scores,
-    mass 1; +1.2 / +1.1 on HotpotQA / PopQA, -2.8 on MuSiQue, lower mean) and ``fusion="rrf"``
-    (reciprocal-rank fusion of the activation and dense rankings, k = 60; lower on every set).
+    **BM25 seeds** (``bm25_seeds``, 1): the BM25 top passages join the sources as a third group
+    (softmax of their BM25 scores, mass 1). One seed was chosen leave-one-dataset-out
+    (``benchmarks/loo_activation.py``, docs/activation.md): the exact-name page a question asks
+    about is often BM25's first hit and not in the dense top 5; five seeds cost MuSiQue points.
+    ``fusion="rrf"`` (reciprocal-rank fusion of the activation and dense rankings, k = 60) is
+    off: it was lower on every set.
 
     Facts are the triples among the most activated entities; the trace lists sources, the top
     activated entities and their values (and ``bridges``, the pages placed by the expansion).
@@ -375,7 +401,7 @@ class ActivationRetriever(Retriever):
         temperature: float = 0.02,
         entity_edge_weight: float = 0.5,
         bridge: int = 2,
-        bm25_seeds: int = 0,
+        bm25_seeds: int = DEFAULT_BM25_SEEDS,
         fusion: str | None = None,
         max_iter: int = 50,
         tol: float = 1e-6,
@@ -435,6 +461,7 @@ class ActivationRetriever(Retriever):
         deg = np.asarray(m.sum(axis=1)).ravel()
         inv = np.divide(1.0, deg, out=np.zeros_like(deg), where=deg > 0)
         self._trans = (sp.diags(inv) @ m).T.tocsr()  # column-stochastic where deg > 0
+        self._rows = None  # its transpose, built on the first push
         self._dangling = deg == 0
         self._mentions = np.asarray(link.sum(axis=1)).ravel()  # passages per entity
         self._n_e, self._n_p = n_e, n_p
@@ -456,17 +483,26 @@ class ActivationRetriever(Retriever):
             s[rows] += w
             ent_w = [(e, float(x)) for e, x in zip(ents, w)]
         psg_w: list[tuple[int, float]] = []
-        vecs = self.index.passages.vectors
-        sims = vecs @ np.asarray(qvec, dtype=vecs.dtype) if len(vecs) else None
+        store = self.index.passages
+        vecs = store.vectors
+        q = np.asarray(qvec, dtype=vecs.dtype)
+        large = self._n_e + self._n_p >= PUSH_MIN_NODES  # the dense seeds from Chroma's index
+        sims = (_Cosines(vecs, q) if large else vecs @ q) if len(vecs) else None
         if self.dense_seeds > 0 and sims is not None:
-            n = min(self.dense_seeds, len(sims))
-            top = np.argpartition(-sims, n - 1)[:n]
-            top = top[np.argsort(-sims[top], kind="stable")]
-            w = np.exp((sims[top] - sims[top[0]]) / self.temperature)
+            n = min(self.dense_seeds, len(vecs))
+            if large:
+                hits = store.dense_search(qvec, n)
+                top = np.array([store.position(p.id) for p, _ in hits], dtype=np.int64)
+                top_sims = np.array([x for _, x in hits])
+            else:
+                top = np.argpartition(-sims, n - 1)[:n]
+                top = top[np.argsort(-sims[top], kind="stable")]
+                top_sims = sims[top]
+            w = np.exp((top_sims - top_sims[0]) / self.temperature)
             w /= w.sum()
             s[n_e + top] += w
             psg_w = [(int(i), float(x)) for i, x in zip(top, w)]
-        if self.bm25_seeds > 0:  # BM25 top passages, softmax of their scores, mass 1 (issue 20, off)
+        if self.bm25_seeds > 0:  # BM25 top passages, softmax of their scores, mass 1 (issue 20)
             hits = self.index.passages.bm25_search(query, self.bm25_seeds)
             if hits:
                 pos = np.array([self.index.passages.position(p.id) for p, _ in hits])
@@ -477,7 +513,15 @@ class ActivationRetriever(Retriever):
         return s, ent_w, psg_w, sims
 
     def spread(self, sources: np.ndarray) -> np.ndarray:
-        """Personalized PageRank from ``sources`` (entity rows then passage positions)."""
+        """Personalized PageRank from ``sources`` (entity rows then passage positions).
+
+        Graphs below ``PUSH_MIN_NODES`` nodes: power iteration over the whole matrix (until the
+        L1 change is below ``tol``; every figure in docs/benchmarks was measured so). Larger
+        graphs: :meth:`push`, whose cost follows the mass, not the graph size (there the dense
+        seeds also come from the Chroma index instead of a product with every passage vector).
+        """
+        if self._n_e + self._n_p >= PUSH_MIN_NODES:
+            return self.push(sources)
         s = sources / sources.sum()
         r = s.copy()
         d = self.damping
@@ -488,6 +532,30 @@ class ActivationRetriever(Retriever):
             if done:
                 break
         return r
+
+    def push(self, sources: np.ndarray, eps: float = PUSH_EPS) -> np.ndarray:
+        """The same personalized PageRank by residual push (Andersen, Chung & Lang 2006), one
+        vectorised round at a time: every node whose residual exceeds ``eps`` keeps ``1 - damping``
+        of it and passes ``damping`` to its out-neighbours (a dangling node: back to the sources).
+        Each value is within about ``eps`` times the node count reached of the fixed point."""
+        s = sources / sources.sum()
+        if self._rows is None:
+            self._rows = self._trans.T.tocsr()  # row u = where u's mass goes
+        d, rows = self.damping, self._rows
+        r, res = np.zeros_like(s), s.copy()
+        while True:
+            act = np.flatnonzero(res > eps)
+            if not len(act):
+                return r
+            m = res[act]
+            res[act] = 0.0
+            r[act] += (1 - d) * m
+            dang = self._dangling[act]
+            if dang.any():
+                res += d * float(m[dang].sum()) * s
+                act, m = act[~dang], m[~dang]
+            if len(act):
+                res += rows[act].T @ (d * m)
 
     def _retrieve(self, query: str, k: int) -> Evidence:
         qvec = self.index.embed_query(query)
@@ -500,7 +568,7 @@ class ActivationRetriever(Retriever):
         act = self.spread(sources)
         ent, psg = act[: self._n_e], act[self._n_e :]
         if self.fusion == "rrf" and sims is not None:
-            psg = _rrf(psg, sims)
+            psg = _rrf(psg, sims.full() if isinstance(sims, _Cosines) else sims)
         n = min(k, len(psg))
         top = np.argpartition(-psg, n - 1)[:n] if n else np.zeros(0, int)
         top = [int(i) for i in top[np.argsort(-psg[top], kind="stable")] if psg[i] > 0]

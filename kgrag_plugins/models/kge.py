@@ -53,7 +53,9 @@ log = logging.getLogger(__name__)
 
 #: Subdirectory of an index generation holding its KGE (:func:`kge_for_index`).
 KGE_DIR = "kge"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: Formats :meth:`KGEModel.load` reads (1: before the held-out triples were stored).
+READABLE_FORMATS = (1, 2)
 #: ``"~r"`` names the reciprocal of relation ``r`` (the inverse-step notation of FRAG chains).
 INVERSE_PREFIX = "~"
 #: Label of the pooled rare relations of a canonicalised (corpus) graph.
@@ -217,6 +219,7 @@ class KGEModel:
         config: dict[str, Any] | None = None,
         fingerprint: str | None = None,
         report: dict[str, Any] | None = None,
+        valid_rows: "np.ndarray | None" = None,
     ) -> None:
         import torch
 
@@ -239,6 +242,9 @@ class KGEModel:
         self.config = dict(config or {})
         self.fingerprint = fingerprint
         self.report = dict(report or {})
+        #: The held-out triples (KGE rows ``[N, 3]``) the training validated on and never fitted;
+        #: ``None`` for a model saved before they were stored (format 1). Used to calibrate θ_0.
+        self.valid_rows = None if valid_rows is None else np.asarray(valid_rows, dtype=np.int64).reshape(-1, 3)
         self._eidx = {e: i for i, e in enumerate(self.entity_ids)}
         self._ridx = {r: i for i, r in enumerate(self.relation_ids)}
         self._scorer = RowScorer(model_name, self._E, self._R, len(self.relation_ids), directions)
@@ -381,7 +387,10 @@ class KGEModel:
         old = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.old")
         try:
             tmp.mkdir()
-            torch.save({"entity": self._E, "relation": self._R}, tmp / "weights.pt")
+            tensors = {"entity": self._E, "relation": self._R}
+            if self.valid_rows is not None:
+                tensors["valid"] = torch.as_tensor(self.valid_rows, dtype=torch.int64)
+            torch.save(tensors, tmp / "weights.pt")
             meta = {
                 "format_version": FORMAT_VERSION,
                 "model_name": self.model_name,
@@ -420,8 +429,9 @@ class KGEModel:
             weights = torch.load(d / "weights.pt", map_location="cpu", weights_only=True)
         except (json.JSONDecodeError, UnicodeDecodeError, RuntimeError, EOFError, pickle.UnpicklingError) as e:
             raise ValueError(f"KGE model in {d} is corrupt ({e}); train it again with `kgrag train kge`") from None
-        if meta.get("format_version") != FORMAT_VERSION:
+        if meta.get("format_version") not in READABLE_FORMATS:
             raise ValueError(f"KGE model in {d} has format {meta.get('format_version')!r}, expected {FORMAT_VERSION}")
+        valid = weights.get("valid")
         return cls(
             meta["model_name"],
             meta["entity_ids"],
@@ -434,6 +444,7 @@ class KGEModel:
             config=meta.get("config"),
             fingerprint=meta.get("fingerprint"),
             report=meta.get("report"),
+            valid_rows=None if valid is None else valid.numpy(),
         )
 
     def __repr__(self) -> str:
@@ -604,6 +615,7 @@ def train_kge(
         model, ents, rels, E, R,
         relation_map=rmap, canonicalize=bool(canonicalize), directions=directions,
         config=cfg, fingerprint=fingerprint, report={k: v for k, v in report.items() if k != "history"},
+        valid_rows=valid_idx,
     )  # fmt: skip
     return kge, report
 
@@ -634,8 +646,10 @@ def kge_for_index(index: Any, *, train: bool = True, **train_kwargs: Any) -> KGE
         except (ValueError, FileNotFoundError, KeyError) as e:
             log.warning("ignoring the KGE in %s: %s", path, e)
         else:
-            if m.fingerprint == fp:
+            if m.fingerprint == fp and m.valid_rows is not None:
                 model = m
+            elif m.fingerprint == fp:  # format 1: θ_0 calibration needs the held-out triples
+                log.info("the KGE in %s predates stored held-out triples; training it again", path)
             else:
                 log.info("the KGE in %s was trained on another graph (%s != %s)", path, m.fingerprint, fp)
     if model is None:

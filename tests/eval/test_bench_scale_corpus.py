@@ -100,6 +100,26 @@ def test_phases_in_process(tmp_path, monkeypatch, data_dir):
     assert q["activation_dense_p50_ratio"] == round(q["activation_p50_ms"] / q["dense_p50_ms"], 3)
 
 
+def args_list(tmp_path, out):
+    return ["bench-scale", "--corpus", "--out-dir", str(tmp_path / "c"), "--json", str(out)] + [
+        "--passages",
+        "300",
+        "--add",
+        "30",
+        "--queries",
+        "10",
+    ]
+
+
+def test_phase_selection_is_checked_before_anything_runs(tmp_path):
+    run = bench_scale_corpus.run_corpus_bench
+    with pytest.raises(ValueError, match="unknown phase"):
+        run(tmp_path / "c", passages=10, add=2, queries=2, phases=["nope"])
+    with pytest.raises(ValueError, match="no earlier result"):
+        run(tmp_path / "c", passages=10, add=2, queries=2, phases=["query"])
+    assert not (tmp_path / "c").exists()  # nothing generated, nothing run
+
+
 @pytest.mark.slow
 def test_bench_scale_corpus_end_to_end(tmp_path, data_dir, monkeypatch):
     """The command with MiniLM, every phase a fresh process: JSON fields, no full rebuild on add.
@@ -108,10 +128,7 @@ def test_bench_scale_corpus_end_to_end(tmp_path, data_dir, monkeypatch):
     out = tmp_path / "res.json"
     p = argparse.ArgumentParser()
     bench_scale.add_parser(p.add_subparsers())
-    args = p.parse_args(
-        ["bench-scale", "--corpus", "--out-dir", str(tmp_path / "c"), "--json", str(out)]
-        + ["--passages", "300", "--add", "30", "--queries", "10"]
-    )
+    args = p.parse_args(args_list(tmp_path, out))
     assert args.func(args) == 0
     res = json.loads(out.read_text())
     for k in KEYS:
@@ -123,3 +140,14 @@ def test_bench_scale_corpus_end_to_end(tmp_path, data_dir, monkeypatch):
     assert res["add_found_dense_top1"] == 30 and res["add_found_bm25_top1"] >= 29  # near-duplicate sources can tie
     assert res["query_passages"] == 330 and res["build_counts"]["entities"] > 300
     assert "| activation / dense p50 |" in out.with_suffix(".md").read_text()
+    assert res["add_store_reindex_seconds"]["chroma_reused"] == 1.0  # the add copied Chroma
+    # --phases query: re-measure the queries only; the other phases' results are the earlier ones
+    again = p.parse_args([*args_list(tmp_path, out), "--phases", "query"])
+    assert again.func(again) == 0
+    res2 = json.loads(out.read_text())
+    assert res2["phases_run"] == ["query"] and res["phases_run"] == ["embed", "build", "add", "query"]
+    for k in ("embed_only_seconds", "build_seconds", "add_seconds", "add_found_dense_top1"):
+        assert res2[k] == res[k], k
+    assert res2["query_passages"] == 330
+    with pytest.raises(ValueError, match="index holds more: run build too"):
+        bench_scale_corpus.run_corpus_bench(tmp_path / "c", passages=300, add=30, queries=10, phases=["add"])

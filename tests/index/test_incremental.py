@@ -15,7 +15,7 @@ from kgrag_plugins.index.builders.linking import name_key
 from kgrag_plugins.index.builders.mentions import build_mentions_graph
 from kgrag_plugins.index.builders.parsekg import build_parsekg
 from kgrag_plugins.index.store import KnowledgeIndex
-from kgrag_plugins.types import Passage
+from kgrag_plugins.types import Entity, Passage
 
 MERKEL = Passage(
     "merkel", "Angela Merkel was elected by the Bundestag in 2005. She led Germany for sixteen years.", "Angela Merkel"
@@ -473,3 +473,29 @@ def test_chroma_reuse_falls_back_to_a_full_insert_when_the_copy_is_wrong(tmp_pat
     again = KnowledgeIndex.open(tmp_path / "idx", embedder=HashEmbedder())
     assert again.passages._collection.count() == len(BASE) + 1
     assert _search(again, "Hank Snow country singer") == _search(idx, "Hank Snow country singer")
+
+
+def test_add_and_delete_on_a_memory_mapped_graph(tmp_path, monkeypatch):
+    """Graphs of MMAP_MIN_ENTITIES or more are saved memory-mapped; an add/delete deep-copies the
+    graph it extends, which must work on the mapped form (it raised 'cannot pickle mmap.mmap'
+    at 100k passages) and leave the reader's mapped graph untouched."""
+    import copy
+
+    monkeypatch.setattr(graph_mod, "MMAP_MIN_ENTITIES", 1)
+    _build(BASE, tmp_path / "idx")
+    idx = KnowledgeIndex.open(tmp_path / "idx", embedder=HashEmbedder())
+    assert idx.graph.mapped
+    twin = copy.deepcopy(idx.graph)
+    assert not twin.mapped and idx.graph.mapped
+    assert twin.entity_ids == idx.graph.entity_ids and _triple_set(twin) == _triple_set(idx.graph)
+    twin.add_entity(Entity("zz", "Zz"))
+    assert "zz" not in idx.graph  # the copy owns its columns
+    reader = KnowledgeIndex.open(tmp_path / "idx", embedder=HashEmbedder())
+    idx.add_passages([TUBB, QUOKKA], progress=False)
+    ref = _build(BASE + [TUBB, QUOKKA], tmp_path / "ref")
+    assert idx.graph.entity_ids == ref.graph.entity_ids and _triple_set(idx.graph) == _triple_set(ref.graph)
+    assert reader.graph.mapped and "ernest tubb" not in reader.graph
+    again = KnowledgeIndex.open(tmp_path / "idx", embedder=HashEmbedder())
+    assert again.graph.mapped and _state(again) == _state(idx)
+    again.delete_passages(["tubb"])
+    assert "ernest tubb" not in again.graph and again.counts["passages"] == len(BASE) + 1

@@ -150,12 +150,66 @@ def test_activation_spread_is_personalized_pagerank_on_the_joint_graph(sample_in
     ref = nx.pagerank(nxg, alpha=0.5, personalization=pers, weight="weight", tol=1e-12, max_iter=500)
     assert np.allclose(ours, [ref[i] for i in range(len(src))], atol=1e-6)
     assert ours.sum() == pytest.approx(1.0)
+    # residual push (large graphs) reaches the same fixed point, isolated (dangling) nodes included
+    pushed = r.push(src, eps=1e-12)
+    assert np.allclose(pushed, [ref[i] for i in range(len(src))], atol=1e-6)
+    assert pushed.sum() == pytest.approx(1.0, abs=1e-6)
+
+
+def test_push_sends_a_dangling_node_mass_back_to_the_sources():
+    import scipy.sparse as sp
+
+    # 0 -> 1 -> 2, 2 has no edge: power iteration and push must agree on what happens at 2
+    r = ActivationRetriever.__new__(ActivationRetriever)
+    adj = sp.csr_matrix(([1.0, 1.0], ([0, 1], [1, 2])), shape=(3, 3))
+    r._trans, r._rows, r._dangling = adj.T.tocsr(), None, np.array([False, False, True])
+    r.damping, r.max_iter, r.tol, r._n_e, r._n_p = 0.5, 500, 1e-14, 3, 0
+    src = np.array([1.0, 0.0, 0.0])
+    power, pushed = r.spread(src), r.push(src, eps=1e-14)
+    np.testing.assert_allclose(pushed, power, atol=1e-9)
+    assert power[2] > 0 and power.sum() == pytest.approx(1.0)
+
+
+def test_large_graphs_spread_by_push_with_the_same_rankings(sample_mentions_index, sample_questions, monkeypatch):
+    from kgrag_plugins.methods import activation as act
+
+    power = ActivationRetriever(sample_mentions_index)
+    expected = [power.retrieve(q.question, 5) for q in sample_questions]  # before the patches below
+    calls = []
+    real_push = ActivationRetriever.push
+
+    def counting(self, sources, eps=act.PUSH_EPS):
+        calls.append(1)
+        return real_push(self, sources, eps)
+
+    searched = []
+    real_search = sample_mentions_index.passages.dense_search
+
+    def dense_search(qvec, k):
+        searched.append(k)
+        return real_search(qvec, k)
+
+    monkeypatch.setattr(act, "PUSH_MIN_NODES", 0)  # "large": push, and the dense seeds from Chroma
+    monkeypatch.setattr(ActivationRetriever, "push", counting)
+    monkeypatch.setattr(sample_mentions_index.passages, "dense_search", dense_search)
+    pushed = ActivationRetriever(sample_mentions_index)
+    for q, a in zip(sample_questions, expected):
+        b = pushed.retrieve(q.question, 5)
+        assert a.passage_ids == b.passage_ids
+        assert np.allclose([x.score for x in a.passages], [x.score for x in b.passages], atol=1e-4)
+        assert a.trace["passage_seeds"] == b.trace["passage_seeds"] or [x["id"] for x in a.trace["passage_seeds"]] == [
+            x["id"] for x in b.trace["passage_seeds"]
+        ]
+    assert len(calls) == len(sample_questions) and searched == [5] * len(sample_questions)
 
 
 def test_activation_without_linked_entities_uses_dense_sources(sample_index):
     r = ActivationRetriever(sample_index)
     ev = r.retrieve("what is the tallest steeple", 3)
-    assert ev.trace["seeds"] == [] and len(ev.trace["passage_seeds"]) == 5
+    bm = [p.id for p, _ in sample_index.passages.bm25_search("what is the tallest steeple", 1)]
+    # five dense seeds, then the BM25 top passage (bm25_seeds=1)
+    assert ev.trace["seeds"] == [] and [x["id"] for x in ev.trace["passage_seeds"]][5:] == bm
+    assert len(ev.trace["passage_seeds"]) == 5 + len(bm)
     assert len(ev.passages) == 3
     top_seed = ev.trace["passage_seeds"][0]["id"]
     assert top_seed in ev.passage_ids
@@ -283,14 +337,15 @@ def test_bridge_gives_the_last_places_to_pages_the_first_passage_names(sample_me
 def test_bm25_seeds_and_rrf_fusion_options(sample_mentions_index, sample_questions):
     idx = sample_mentions_index
     q = sample_questions[1].question
-    base = ActivationRetriever(idx, bridge=0)
+    base = ActivationRetriever(idx, bridge=0, bm25_seeds=0)
     seeded = ActivationRetriever(idx, bridge=0, bm25_seeds=3)
+    assert ActivationRetriever(idx).bm25_seeds == 1  # the default (leave-one-dataset-out)
     bm = [p.id for p, _ in idx.passages.bm25_search(q, 3)]
     ev = seeded.retrieve(q, 5)
     seeds = [s["id"] for s in ev.trace["passage_seeds"]]
     assert seeds[:5] == [s["id"] for s in base.retrieve(q, 5).trace["passage_seeds"]] and seeds[5:] == bm
     # rrf: the ranking is reciprocal-rank fusion of the activation ranking and the dense ranking
-    fused = ActivationRetriever(idx, bridge=0, fusion="rrf").retrieve(q, 5).passage_ids
+    fused = ActivationRetriever(idx, bridge=0, bm25_seeds=0, fusion="rrf").retrieve(q, 5).passage_ids
     act = [sp.passage.id for sp in base.retrieve(q, 100).passages]
     dense = [p.id for p, _ in idx.passages.exact_dense_search(idx.embed_query(q), 100)]
     score = {pid: 1 / (61 + act.index(pid)) if pid in act else 0.0 for pid in set(act) | set(dense)}

@@ -362,6 +362,39 @@ def test_kge_for_index_trains_saves_loads_and_invalidates(built_index, tmp_path,
     assert fresh.fingerprint != m.fingerprint
 
 
+def test_kge_keeps_its_held_out_triples_and_retrains_a_format_1_model(built_index, tmp_path, caplog):
+    """The validation split is stored (θ_0 is calibrated on it, Know³); a model saved before it
+    was (format 1) still loads, but ``kge_for_index`` trains again rather than use it."""
+    idx = _index(built_index, tmp_path)
+    m = kge_for_index(idx, **FAST)
+    n_valid = m.report["num_valid_triples"]
+    assert n_valid > 0 and m.valid_rows.shape == (n_valid, 3)
+    assert m.valid_rows.min() >= 0 and m.valid_rows[:, 0].max() < m.num_entities
+    assert m.valid_rows[:, 1].max() < m.num_relations
+    path = idx.derived_path(KGE_DIR)
+    back = KGEModel.load(path)
+    assert np.array_equal(back.valid_rows, m.valid_rows)
+    # rewrite it as format 1 (no "valid" tensor): loads with valid_rows None
+    raw = torch.load(path / "weights.pt", weights_only=True)
+    torch.save({"entity": raw["entity"], "relation": raw["relation"]}, path / "weights.pt")
+    meta = json.loads((path / "kge.json").read_text())
+    (path / "kge.json").write_text(json.dumps({**meta, "format_version": 1}))
+    assert KGEModel.load(path).valid_rows is None
+    from conftest import HashEmbedder
+
+    from kgrag_plugins.index.store import KnowledgeIndex
+
+    again = KnowledgeIndex.open(tmp_path / "idx", embedder=HashEmbedder())
+    with caplog.at_level(logging.INFO, logger="kgrag_plugins.models.kge"):
+        fresh = kge_for_index(again, **FAST)
+    assert "predates stored held-out triples" in caplog.text and "training a KGE" in caplog.text
+    assert fresh.valid_rows is not None and KGEModel.load(path).valid_rows is not None
+    meta["format_version"] = 99
+    (path / "kge.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match="format 99"):
+        KGEModel.load(path)
+
+
 def test_kge_for_index_ignores_a_stale_model(built_index, tmp_path):
     idx = _index(built_index, tmp_path)
     path = idx.derived_path(KGE_DIR)

@@ -121,7 +121,7 @@ class PropertyGraphKG:
         t1 = time.perf_counter()
         h, r, t = graph.triple_arrays()
         ids, rels = graph.entity_ids, graph.relations
-        sources = {i: graph.triple(i).source_ids for i in graph._triple_src}  # noqa: SLF001 (sparse map)
+        sources = graph.triple_sources()
         by_rel: dict[int, list[dict[str, Any]]] = {}
         for ti in range(len(h)):
             src = sources.get(ti, [])

@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from ...methods.activation import ActivationRetriever, TextVectorCache, TitleMentions
+from ...methods.activation import DEFAULT_BM25_SEEDS, ActivationRetriever, TextVectorCache, TitleMentions
 from ...methods.base import Retriever
+from ...methods.frag.linking import TopicLinker
 from ...methods.frag.retriever import FRAGRetriever
 from ...types import Evidence
 from ..builders.linking import NameIndex, link_question
@@ -98,6 +99,7 @@ class DBActivationRetriever(Retriever):
         self.hops = hops
         self.options = options
         self.dense_seeds = int(options.get("dense_seeds", 5))
+        self.bm25_seeds = int(options.get("bm25_seeds", DEFAULT_BM25_SEEDS))
         self.index = index
         self._refresh()
 
@@ -116,6 +118,8 @@ class DBActivationRetriever(Retriever):
             n = min(self.dense_seeds, len(sims))
             top = np.argpartition(-sims, n - 1)[:n]
             seeds_p = [self.index.passages.at(int(i)).id for i in top]
+        if self.bm25_seeds > 0:  # the BM25 seed passages' component too (the same sources as in memory)
+            seeds_p += [p.id for p, _ in self.index.passages.bm25_search(query, self.bm25_seeds)]
         sub = self.kg.subgraph_for(ents, self.hops, passages=seeds_p, via_passages=True)
         if sub.num_entities == 0:  # nothing linked: one isolated entity keeps the retriever's shape
             t = self._table
@@ -125,22 +129,6 @@ class DBActivationRetriever(Retriever):
         ev = _ViewActivation(view, self._names, self._titles, **self.options).retrieve(query, k)
         ev.trace["graph_db"] = _db_trace(self.kg, sub)
         return ev
-
-
-class _FRAGLinker:
-    """FRAG's own topic linking (:meth:`FRAGRetriever.link`) over the database's entity table."""
-
-    link = FRAGRetriever.link
-    _embedding_match = FRAGRetriever._embedding_match
-    _embedding_link = FRAGRetriever._embedding_link
-    _embed = FRAGRetriever._embed
-
-    def __init__(self, index: KnowledgeIndex, table: KnowledgeGraph, names: NameIndex, threshold: float) -> None:
-        self.index, self.graph, self._names, self.link_threshold = index, table, names, threshold
-        self._ids = table.entity_ids
-
-    def _sync_index(self) -> None:
-        pass
 
 
 class DBFRAGRetriever(Retriever):
@@ -178,7 +166,7 @@ class DBFRAGRetriever(Retriever):
         self._table = _check_aligned(self.index, self.kg)
         self._names = _NameIndex.from_graph(self._table)
         threshold = float(self.options.get("link_threshold", 0.85))
-        self._linker = _FRAGLinker(self.index, self._table, self._names, threshold)
+        self._linker = TopicLinker(self.index, self._table, self._names, threshold)
 
     def _retrieve(self, query: str, k: int) -> Evidence:
         return self.evidence(query, k)

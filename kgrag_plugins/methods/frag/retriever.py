@@ -59,13 +59,13 @@ from ..base import Retriever
 from .hop_classifier import (
     COMPLEX,
     SIMPLE,
-    TOPIC_MARK,
     HopClassifier,
     RouteName,
     count_hops,
     heuristic_route,
     strip_topic_marks,
 )
+from .linking import TopicLinker
 from .path_ranker import PathRanker, chain_key, relation_query
 from .paths import Candidates, PathGraph, humanise_relation, rank_order, shortest_paths, walk_paths
 from .prompts import MAX_TOKENS, STOP, hop_estimation_prompt, reasoning_prompt
@@ -81,8 +81,6 @@ Reranker = Callable[[str, Sequence[str]], Sequence[float]]
 MAX_CHAIN_TEXTS = 256
 #: Largest relation vocabulary for which chains are embedded as texts (curated KGs).
 MAX_CHAIN_TEXT_RELATIONS = 1000
-#: Largest graph whose entity vectors FRAG computes on the fly for embedding-based linking.
-EMBED_LINK_MAX_ENTITIES = 5000
 #: From this many entities (Wikidata5M size; docs/scale.md) step 2's PageRank runs on the k-hop
 #: neighbourhood only (the whole-graph walk took ~18 s per question there) and zero-shot chain
 #: scores are the mean cosine of the chain's relations; below, the paper's walk and chain texts.
@@ -214,6 +212,7 @@ class FRAGRetriever(Retriever):
         self.graph = graph
         self._pg = PathGraph(graph, self._inverse)
         self._names = NameIndex.from_graph(graph)
+        self._linker = TopicLinker(self.index, graph, self._names, self.link_threshold)
         self._relations = graph.relations
         self._ids = graph.entity_ids
         self._rel_ids = {r: i for i, r in enumerate(self._relations)}
@@ -230,52 +229,11 @@ class FRAGRetriever(Retriever):
 
     # ------------------------------------------------------------------ linking
     def link(self, question: str) -> tuple[list[str], str, list[str]]:
-        """Topic entities of a question: ``(entity ids, how, unknown bracketed names)``.
-
-        ``how`` is ``"bracket"`` (MetaQA-style ``[name]``), ``"name"`` (NER + name/alias
-        n-grams), ``"embedding"`` (nearest entity name of a question span) or ``"none"``."""
-        from ...index.builders.linking import link_question, name_key
-
+        """Topic entities of a question: ``(entity ids, how, unknown bracketed names)``; see
+        :meth:`.linking.TopicLinker.link`."""
         self._sync_index()
-        unknown: list[str] = []
-        spans = TOPIC_MARK.findall(question)
-        if spans:  # the user named the topic: never link other words of the question instead
-            ids = []
-            for s in spans:
-                eid = s.strip() if s.strip() in self.graph else self._names.get(name_key(s))
-                if eid is None:
-                    eid = next(iter(self._embedding_match([s.strip()])), None)
-                if eid is None:
-                    unknown.append(s)
-                else:
-                    ids.append(eid)
-            return list(dict.fromkeys(ids)), ("bracket" if ids else "none"), unknown
-        ids = link_question(self.graph, question, names=self._names)
-        if ids:
-            return ids, "name", unknown
-        ids = self._embedding_link(question)
-        return ids, ("embedding" if ids else "none"), unknown
-
-    def _embedding_match(self, spans: list[str]) -> list[str]:
-        """Entities whose name vector is nearest to each span (cos ≥ ``link_threshold``). Entity
-        vectors are used when already computed, or computed now for graphs of at most
-        ``EMBED_LINK_MAX_ENTITIES`` entities (larger graphs: ``index.entity_vectors`` once)."""
-        spans = [s for s in spans if len(s) > 2]
-        if not spans or not (self.index.has_entity_vectors or self.graph.num_entities <= EMBED_LINK_MAX_ENTITIES):
-            return []
-        vecs = self.index.entity_vectors
-        if vecs is None or not len(vecs):
-            return []
-        sims = self._embed(spans) @ vecs.T
-        best = sims.argmax(axis=1)
-        return list(dict.fromkeys(self._ids[int(b)] for i, b in enumerate(best) if sims[i, b] >= self.link_threshold))
-
-    def _embedding_link(self, question: str) -> list[str]:
-        from ...index.builders.nlp import load_spacy
-
-        ents = [e.text for e in load_spacy(False)(question).ents]
-        caps = re.findall(r"[A-Z][\w'.-]*(?:\s+(?:of |the |de )?[A-Z][\w'.-]*)*", question[1:])
-        return self._embedding_match(list(dict.fromkeys(ents + caps)))
+        self._linker.threshold = float(self.link_threshold)
+        return self._linker.link(question)
 
     # ------------------------------------------------------------------ scoring helpers
     def _relation_phrase(self, rel: int) -> str:

@@ -256,16 +256,27 @@ class TripleVerifier:
         return Verification(agg, per, self.method, self.aggregate, None)
 
     def calibrate(self, percentile: float = 90.0, sample: int = 2000, seed: int = 0) -> float:
-        """θ_0 = the ``percentile`` of this verifier's scores over ``sample`` known-true triples of
-        the KG (fixed ``seed``): with the default 90, a known fact is accepted 90 % of the time.
-        The paper tunes θ_0 per model and dataset (App. Table 6); this is the calibrated default."""
+        """θ_0 = the ``percentile`` of this verifier's scores over ``sample`` true triples (fixed
+        ``seed``): with the default 90, such a fact is accepted 90 % of the time. The paper tunes
+        θ_0 per model and dataset (App. Table 6); this is the calibrated default.
+
+        The true triples are the KGE's **held-out** validation triples when it has them
+        (``kge.valid_rows``): a trained KGE has fitted its training triples, whose same-type rank
+        is then 0 for nearly all of them, so their percentile says nothing about the unseen facts
+        an answer states (it gave θ_0 = 0 and no answer was ever accepted before T). A KGE
+        without them (given by the caller, format 1) falls back to the known triples.
+        ``calibration_source`` says which was used."""
         if not 0.0 <= percentile <= 100.0:
             raise ValueError(f"percentile must be in [0, 100], got {percentile!r}")
-        if not self.num_known:
+        held = getattr(self.kge, "valid_rows", None)
+        use_held = held is not None and len(held) > 0
+        rows = held if use_held else self.known_rows
+        self.calibration_source = "held-out" if use_held else "known"
+        if not len(rows):
             raise ValueError("no known triples to calibrate on")
         rng = np.random.default_rng(seed)
-        pick = rng.choice(self.num_known, size=min(sample, self.num_known), replace=False)
-        sc = self.score_rows(self.known_rows[pick])
+        pick = rng.choice(len(rows), size=min(sample, len(rows)), replace=False)
+        sc = self.score_rows(rows[pick])
         vals = -sc["raw"] if self.method == "raw" else sc[self.method]
         vals = vals[~np.isnan(vals)]
         if not len(vals):

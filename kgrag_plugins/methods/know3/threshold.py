@@ -108,6 +108,12 @@ class ThresholdSchedule:
     def calibrated(
         cls, verifier: Any, *, percentile: float = DEFAULT_PERCENTILE, kind: str = "constant", **kw: Any
     ) -> "ThresholdSchedule":
-        """θ_0 = ``verifier.calibrate(percentile)`` (scores of known-true KG triples)."""
+        """θ_0 = ``verifier.calibrate(percentile)`` (scores of true KG triples, held out from the
+        KGE's training when it kept them). A percentile at the score's floor (the same-type rank
+        is 0 for the best triple) is raised to the next float above it, so that an answer whose
+        triples score the best possible value passes ``s < θ_0``; at the floor itself none could."""
         theta0 = float(verifier.calibrate(percentile=percentile))
-        return cls(theta0, kind=kind, source=f"calibrated:p{percentile:g}", **kw)
+        if theta0 <= 0.0 and getattr(verifier, "method", None) == "type_rank":
+            theta0 = math.nextafter(0.0, 1.0)
+        src = getattr(verifier, "calibration_source", None)
+        return cls(theta0, kind=kind, source=f"calibrated:p{percentile:g}" + (f":{src}" if src else ""), **kw)

@@ -12,6 +12,7 @@ import json
 import logging
 import re
 
+import numpy as np
 import pytest
 from conftest import HashEmbedder
 
@@ -201,7 +202,7 @@ def test_unknown_entities_and_empty_extraction_give_reasons(index, kge) -> None:
 def test_threshold_schedule_is_calibrated_by_default(index, kge) -> None:
     r = Know3Retriever(index, kge=kge, method="raw", kge_kwargs=KGE)
     info = r.prepare()
-    assert info["schedule"]["source"] == "calibrated:p90" and info["verifier"]["method"] == "raw"
+    assert info["schedule"]["source"] == "calibrated:p90:held-out" and info["verifier"]["method"] == "raw"
     assert r.schedule.theta(0) == pytest.approx(r.verifier.calibrate(90.0))
     paper = Know3Retriever(index, kge=kge, schedule=ThresholdSchedule.paper("hotpotqa", "glm4-9b"), kge_kwargs=KGE)
     assert paper.prepare()["schedule"]["kind"] == "logistic-ramp-as-extracted"
@@ -240,3 +241,35 @@ def test_merge_options(index, kge) -> None:
     new = [p for p in refs if p not in b2][:1]
     assert new  # the loop kept a passage outside the base top 2: it takes the last place
     assert ev.passage_ids == b2[:1] + new
+
+
+def test_theta0_is_calibrated_on_held_out_triples_not_fitted_ones(index, kge) -> None:
+    """A trained KGE ranks its own training triples first, so their percentile collapses to the
+    score floor; θ_0 comes from the held-out split, and a floor θ_0 still accepts a floor score."""
+    from kgrag_plugins.methods.know3.scoring import TripleVerifier
+
+    assert kge.valid_rows is not None and len(kge.valid_rows)
+    v = TripleVerifier(kge, index.graph, method="type_rank")
+    held = v.calibrate(50.0)
+    assert v.calibration_source == "held-out"
+    sc = v.score_rows(kge.valid_rows)["type_rank"]
+    assert held == pytest.approx(float(np.percentile(sc[~np.isnan(sc)], 50.0)))
+    # without held-out rows: the known triples (the fallback), reported as such
+    kge.valid_rows, saved = None, kge.valid_rows
+    try:
+        known = v.calibrate(50.0)
+        assert v.calibration_source == "known"
+        sk = v.score_rows(v.known_rows)["type_rank"]
+        assert known == pytest.approx(float(np.percentile(sk[~np.isnan(sk)], 50.0)))
+    finally:
+        kge.valid_rows = saved
+
+    class Floor:
+        method, calibration_source = "type_rank", "held-out"
+
+        def calibrate(self, percentile: float) -> float:
+            return 0.0
+
+    s = ThresholdSchedule.calibrated(Floor())
+    assert s.theta0 > 0.0 and s.accept(0.0, 0) and not s.accept(1e-9, 0)
+    assert s.source == "calibrated:p90:held-out"
