@@ -9,6 +9,7 @@ saved memory-mapped and open in seconds (:mod:`.graph_mmap`); smaller ones as JS
 
 from __future__ import annotations
 
+import copy
 import json
 from array import array
 from collections import deque
@@ -32,9 +33,7 @@ HINT_MAX_CANDIDATES = 20_000
 #: ``save`` writes the memory-mapped format (:mod:`.graph_mmap`) from this many entities on.
 MMAP_MIN_ENTITIES = 100_000
 #: The attributes a memory-mapped graph reads from its files (:func:`.graph_mmap.open_mapped`).
-_MAPPED_COLUMNS = frozenset(
-    {"_ids", "_names", "_descs", "_types", "_aliases", "_eidx", "_h", "_r", "_t", "_triple_src", "_ent_passages"}
-)
+_MAPPED_COLUMNS = frozenset("_ids _names _descs _types _aliases _eidx _h _r _t _triple_src _ent_passages".split())
 
 
 class UnknownEntityError(KeyError):
@@ -148,8 +147,6 @@ class KnowledgeGraph:
     def __deepcopy__(self, memo: dict) -> "KnowledgeGraph":
         """A deep copy; a memory-mapped graph is copied into memory (the mapped files cannot be
         pickled) and stays mapped itself (``add_passages`` copies the graph it extends)."""
-        import copy
-
         new = self.__class__.__new__(self.__class__)
         memo[id(self)] = new
         mapped = self._mapped is not None

@@ -224,7 +224,7 @@ def test_stays_valid_after_add_passages() -> None:
 
 
 def test_merge_options(index, kge) -> None:
-    base = ActivationRetriever(index, bridge=0)  # the merge rules, not the base's bridge places
+    base = ActivationRetriever(index, bridge=0, bm25_seeds=0)  # the merge rules, not the base's extra places
     b3 = base.retrieve(Q, 3).passage_ids
     for merge in ("rerank", "score"):
         ev = Know3Retriever(index, base, kge=kge, theta0=-1e9, merge=merge, kge_kwargs=KGE).retrieve(Q, 3)
