@@ -619,10 +619,12 @@ class ActivationRetriever(Retriever):
         val = {g.index_of(e): v for e, v in activated}
         out = g.adjacency("out")
         found: dict[int, float] = {}
-        for u, au in val.items():
+        rows = np.fromiter(val, dtype=np.int64, count=len(val))
+        for u, au in val.items():  # only the edges between activated entities (hubs have thousands)
             lo, hi = out.indptr[u], out.indptr[u + 1]
-            for v, ti in zip(out.indices[lo:hi], out.data[lo:hi]):
-                if int(v) in val and int(v) != u:
-                    found[int(ti) - 1] = float(np.sqrt(au * val[int(v)]))
+            tg = out.indices[lo:hi]
+            keep = np.isin(tg, rows) & (tg != u)
+            for v, ti in zip(tg[keep], out.data[lo:hi][keep]):
+                found[int(ti) - 1] = float(np.sqrt(au * val[int(v)]))
         best = sorted(found.items(), key=lambda x: (-x[1], x[0]))[: self.max_facts]
         return [triple_fact(g, ti, round(score, 4)) for ti, score in best]
