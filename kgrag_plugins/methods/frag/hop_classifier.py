@@ -396,7 +396,7 @@ class HopClassifier:
 RouteName = Literal["simple", "complex"]
 _RELATIVE = re.compile(r"\b(?:that|which|who|whom|whose|where|when)\b", re.I)
 _CHAIN_CUES = re.compile(
-    r"\b(?:share[sd]?|same|also|co-?(?:star|writ|direct|act|produc)\w*|other|as well)\b"
+    r"\b(?:share[sd]?|same|also|other|as well)\b"
     r"|'s\b|\bof (?:the|a|an)\b|\bby\b",
     re.I,
 )
@@ -405,7 +405,7 @@ _CHAIN_CUES = re.compile(
 def heuristic_route(question: str) -> RouteName:
     """LLM-free, training-free router (METHODS.md §2(e)): ``"complex"`` when the question strings
     together at least three relational cues (relative pronouns, possessives, "of the", "by",
-    "share"/"same"/"also"), else ``"simple"``."""
+    "share"/"same"/"also"/"other"/"as well"), else ``"simple"``."""
     body = TOPIC_MARK.sub(" X ", question)
     cues = len(_RELATIVE.findall(body)) + len(_CHAIN_CUES.findall(body))
     return COMPLEX if cues >= 3 else SIMPLE

@@ -473,7 +473,7 @@ def test_heuristic_route(question, route):
 
 def test_heuristic_route_does_not_count_words_that_merely_start_with_co():
     # one relational step ("the composer of Big"): only "who" is a cue; "composed"/"comedy"/"country"
-    # are not the co-star/co-wrote cues the docstring describes
+    # are not cues (no "co-" prefix cue: the co-star cue was removed in issue 20, it changed no route)
     assert heuristic_route("who composed the music for the comedy [Big]") == "simple"
     assert heuristic_route("which country is the comedy [Big] from") == "simple"
 
