@@ -72,6 +72,7 @@ class PassageStore:
         collection: Any,
         bm25: Any,
         chroma_info: dict[str, Any],
+        directory: Path | None = None,
     ) -> None:
         self._passages = passages
         self._pos = {p.id: i for i, p in enumerate(passages)}
@@ -80,7 +81,7 @@ class PassageStore:
         self._bm25 = bm25
         self.chroma_info = chroma_info
         #: The directory holding ``chroma/`` in embedded mode (None in memory or server mode).
-        self.directory: Path | None = None
+        self.directory = directory
         self._stem = _stemmer()
         #: Seconds spent building the Chroma collection and the BM25 index (set by ``create``).
         self.build_timings: dict[str, float] = {}
@@ -136,11 +137,10 @@ class PassageStore:
         info = {"mode": "http" if url else ("embedded" if chroma_dir else "memory"), "collection": name}
         if url:
             info["url"] = url
-        store = cls(passages, vectors, collection, bm25, info)
+        store = cls(passages, vectors, collection, bm25, info, chroma_dir.parent if chroma_dir is not None else None)
         store.build_timings = {"chroma_s": t1 - t0, "bm25_s": time.perf_counter() - t1}
         if copied is not None:
             store.build_timings["chroma_reused"] = 1.0
-        store.directory = Path(directory) if chroma_dir is not None else None
         if directory is not None:
             store._write_files(Path(directory))
         return store
@@ -206,9 +206,7 @@ class PassageStore:
                 bm25 = bm25s.BM25.load(str(d / "bm25"))
             except Exception as e:  # missing or truncated bm25s files
                 raise IndexCorruptError(f"{d / 'bm25'} cannot be loaded ({_short(e)}); {fix}") from None
-        store = cls(passages, vectors, collection, bm25, dict(chroma_info))
-        store.directory = d if mode == "embedded" else None
-        return store
+        return cls(passages, vectors, collection, bm25, dict(chroma_info), d if mode == "embedded" else None)
 
     def drop_collection(self) -> None:
         """Delete this store's Chroma collection (used when an index generation is replaced)."""

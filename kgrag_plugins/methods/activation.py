@@ -486,7 +486,7 @@ class ActivationRetriever(Retriever):
         store = self.index.passages
         vecs = store.vectors
         q = np.asarray(qvec, dtype=vecs.dtype)
-        large = self._n_e + self._n_p >= PUSH_MIN_NODES  # the dense seeds from Chroma's index
+        large = self._large  # the dense seeds from Chroma's index
         sims = (_Cosines(vecs, q) if large else vecs @ q) if len(vecs) else None
         if self.dense_seeds > 0 and sims is not None:
             n = min(self.dense_seeds, len(vecs))
@@ -512,6 +512,11 @@ class ActivationRetriever(Retriever):
                 psg_w += [(int(i), float(x)) for i, x in zip(pos, w / w.sum())]
         return s, ent_w, psg_w, sims
 
+    @property
+    def _large(self) -> bool:
+        """At least ``PUSH_MIN_NODES`` nodes: push spreading and dense seeds from Chroma."""
+        return self._n_e + self._n_p >= PUSH_MIN_NODES
+
     def spread(self, sources: np.ndarray) -> np.ndarray:
         """Personalized PageRank from ``sources`` (entity rows then passage positions).
 
@@ -520,7 +525,7 @@ class ActivationRetriever(Retriever):
         graphs: :meth:`push`, whose cost follows the mass, not the graph size (there the dense
         seeds also come from the Chroma index instead of a product with every passage vector).
         """
-        if self._n_e + self._n_p >= PUSH_MIN_NODES:
+        if self._large:
             return self.push(sources)
         s = sources / sources.sum()
         r = s.copy()
