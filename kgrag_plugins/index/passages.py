@@ -274,7 +274,7 @@ class PassageStore:
         tokens = bm25s.tokenize([query], stopwords="en", stemmer=self._stem, show_progress=False)
         if k <= 0 or not tokens.vocab or self._bm25 is None:
             return []
-        docs, scores = self._bm25.retrieve(tokens, k=k, show_progress=False, n_threads=1)
+        docs, scores = self._bm25.retrieve(tokens, k=k, show_progress=False, n_threads=0)  # 0: no thread pool per call
         return [(self._passages[int(i)], float(s)) for i, s in zip(docs[0], scores[0]) if s > 0]
 
 

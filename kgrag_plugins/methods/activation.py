@@ -39,8 +39,10 @@ MAX_ENTITIES_PER_ROUND = 10
 #: From this many nodes (entities + passages; about 40k passages of Wikipedia text) the
 #: activation retriever spreads by residual push instead of whole-graph power iteration.
 PUSH_MIN_NODES = 150_000
-#: Residual below which push stops moving a node's mass (sources carry mass 1 in all).
-PUSH_EPS = 1e-5
+#: Residual below which push stops moving a node's mass (sources carry mass 1 in all). 5e-5: on the
+#: 100k-passage index the top-5 passages match exact PageRank as often as at 1e-5 (99 of 100
+#: questions), and forced on the four shared halves R@5 equals power iteration on all four.
+PUSH_EPS = 5e-5
 #: BM25 top passages added as activation sources (chosen leave-one-dataset-out, issue 20).
 DEFAULT_BM25_SEEDS = 1
 
@@ -622,14 +624,15 @@ class ActivationRetriever(Retriever):
             return []
         g = self.index.graph
         val = {g.index_of(e): v for e, v in activated}
-        out = g.adjacency("out")
-        found: dict[int, float] = {}
         rows = np.fromiter(val, dtype=np.int64, count=len(val))
-        for u, au in val.items():  # only the edges between activated entities (hubs have thousands)
-            lo, hi = out.indptr[u], out.indptr[u + 1]
-            tg = out.indices[lo:hi]
-            keep = np.isin(tg, rows) & (tg != u)
-            for v, ti in zip(tg[keep], out.data[lo:hi][keep]):
-                found[int(ti) - 1] = float(np.sqrt(au * val[int(v)]))
+        act = np.fromiter(val.values(), dtype=np.float64, count=len(val))
+        out = g.adjacency("out")[rows]  # only the edges between activated entities (hubs have thousands)
+        src = np.repeat(np.arange(len(rows)), np.diff(out.indptr))
+        tgt = out.indices
+        keep = np.isin(tgt, rows) & (tgt != rows[src])
+        where = {int(u): i for i, u in enumerate(rows)}
+        tgt_pos = np.array([where[int(v)] for v in tgt[keep]], dtype=np.int64)
+        score = np.sqrt(act[src[keep]] * act[tgt_pos])
+        found = dict(zip((out.data[keep].astype(np.int64) - 1).tolist(), score.tolist()))
         best = sorted(found.items(), key=lambda x: (-x[1], x[0]))[: self.max_facts]
         return [triple_fact(g, ti, round(score, 4)) for ti, score in best]
