@@ -154,6 +154,19 @@ class ParseKG:
         reverse translation, App. J)."""
         return [self._ents[e] for e in sorted({e for (e, r) in self._by_entity() if r == TAIL})]
 
+    @property
+    def entity_ids(self) -> list[str]:
+        """Entity ids in ParseKG order (first role first; the order of :meth:`head_entities`)."""
+        return list(self._ents)
+
+    def hyper_of(self, sentence_id: int) -> int:
+        """The hyperrelation id of a sentence."""
+        return int(self._sent_hyper[sentence_id])
+
+    def roles(self) -> list[tuple[int, str, int]]:
+        """Every ``(sentence id, entity id, role)`` in role order (role 0: head, 1: tail)."""
+        return [(int(s), self._ents[e], int(r)) for s, e, r in zip(self._role_sent, self._role_ent, self._role)]
+
     def counts(self) -> dict[str, int]:
         return {
             "sentences": self.num_sentences,

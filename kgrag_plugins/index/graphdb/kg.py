@@ -184,6 +184,10 @@ class PropertyGraphKG:
         """Up to ``n`` entity ids that head a triple (a non-empty subgraph to run a method on)."""
         return [x["h"] for x in self._run(self.dialect.any_triple_heads(n))]
 
+    def passage_entities(self, passage_ids: Sequence[str]) -> list[dict[str, Any]]:
+        """``{"e": entity id, "p": passage id, "prow": passage row}`` per link of the passages."""
+        return self._read(self.dialect.chunk_entities(), list(passage_ids))
+
     def num_triples(self) -> int:
         return int(self._run(self.dialect.count_triples())[0]["n"])
 

@@ -26,15 +26,26 @@ from ..builders.linking import NameIndex, link_question
 from ..graph import KnowledgeGraph
 from ..store import KnowledgeIndex
 from .kg import PropertyGraphKG
+from .parsekg import PropertyGraphParseKG
 
-__all__ = ["DBActivationRetriever", "DBFRAGRetriever", "index_view"]
+__all__ = ["DBActivationRetriever", "DBFRAGRetriever", "DBTranslatorRetriever", "index_view"]
 
 
-def index_view(index: KnowledgeIndex, graph: KnowledgeGraph, *, relation_vectors: bool = False) -> KnowledgeIndex:
+def index_view(
+    index: KnowledgeIndex,
+    graph: Any,
+    *,
+    relation_vectors: bool = False,
+    entity_vectors: bool = False,
+    parsekg: Any = None,
+) -> KnowledgeIndex:
     """``index`` with ``graph`` in place of its graph (same passages, embedder and, with
-    ``relation_vectors``, the index's relation vectors: the vocabularies are equal)."""
+    ``relation_vectors``, the index's relation vectors: the vocabularies are equal; with
+    ``entity_vectors``, its entity vectors when computed: the entity rows are equal) and
+    ``parsekg`` as its ParseKG."""
     rel = index.relation_vectors if relation_vectors else None
-    view = KnowledgeIndex(index.passages, graph, index.embedder, dict(index.manifest), None, None, rel, None)
+    ent = index.entity_vectors if entity_vectors and index.has_entity_vectors else None
+    view = KnowledgeIndex(index.passages, graph, index.embedder, dict(index.manifest), None, ent, rel, parsekg)
     return view
 
 
@@ -193,4 +204,70 @@ class DBFRAGRetriever(Retriever):
                 f" (not in the graph: {unknown})" if unknown else ""
             )
         ev.trace["graph_db"] = _db_trace(self.kg, sub)
+        return ev
+
+
+class _LinkedTable:
+    """The entity table, with :meth:`entities_of` (a passage's entities, row order) answered
+    by the database: what KG-Translator's bridge step reads from a graph (links, not triples)."""
+
+    def __init__(self, table: KnowledgeGraph, kg: PropertyGraphKG) -> None:
+        self._table, self._kg = table, kg
+
+    def entities_of(self, passage_id: str) -> list[str]:
+        rows = self._kg.passage_entities([passage_id])
+        return sorted({x["e"] for x in rows}, key=self._table.index_of)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._table, name)
+
+    def __contains__(self, entity_id: object) -> bool:
+        return entity_id in self._table
+
+    def __repr__(self) -> str:
+        return f"_LinkedTable({self._table!r})"
+
+
+class DBTranslatorRetriever(Retriever):
+    """``TranslatorRetriever`` (KG-Translator, paper §3) with its ParseKG in a graph database.
+
+    The translator reads the ParseKG (sentences, hyperrelations, entity roles), not the triple
+    graph: load it with :meth:`PropertyGraphParseKG.load` after the graph. The entity table
+    (names, aliases: entity translation) and the hyperrelation texts (relation windows, embedded
+    once) are fetched once; an entity's roles and sentences, and a passage's entities (the
+    bridge step), are asked of the database per question. Same Evidence as in memory.
+
+    Args:
+        index: passages, vectors and embedder (its graph may be just ``kg.entity_table()``).
+        kg: the :class:`PropertyGraphKG` holding the graph.
+        parsekg: the database's ParseKG (default: ``PropertyGraphParseKG(kg)``).
+        options: ``TranslatorRetriever`` settings (alpha, beta, dataset, backend, llm, fusion, ...).
+    """
+
+    name = "translator"
+
+    def __init__(
+        self, index: KnowledgeIndex, kg: PropertyGraphKG, parsekg: PropertyGraphParseKG | None = None, **options: Any
+    ) -> None:
+        self.kg = kg
+        self.parsekg = parsekg if parsekg is not None else PropertyGraphParseKG(kg)
+        self.options = options
+        self.index = index
+        self._refresh()
+
+    def _refresh(self) -> None:
+        from ...methods.translator.retriever import TranslatorRetriever
+
+        table = _check_aligned(self.index, self.kg)
+        view = index_view(self.index, _LinkedTable(table, self.kg), entity_vectors=True, parsekg=self.parsekg)
+        self.translator = TranslatorRetriever(view, **self.options)
+
+    def prepare(self) -> dict[str, float]:
+        """:meth:`TranslatorRetriever.prepare` (entity tables, name and relation-window vectors)."""
+        return self.translator.prepare()
+
+    def _retrieve(self, query: str, k: int) -> Evidence:
+        before = self.kg.stats["queries"]
+        ev = self.translator.retrieve(query, k)
+        ev.trace["graph_db"] = {"backend": self.kg.dialect.name, "queries": self.kg.stats["queries"] - before}
         return ev
