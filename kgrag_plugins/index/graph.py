@@ -556,6 +556,7 @@ class KnowledgeGraph:
         max_iter: int = 100,
         tol: float = 1e-8,
         within: np.ndarray | None = None,
+        degrees: np.ndarray | None = None,
     ) -> np.ndarray:
         """Personalized PageRank over the entity graph (power iteration, scipy sparse).
 
@@ -566,7 +567,8 @@ class KnowledgeGraph:
         ``within`` (entity rows, the seeds among them): the walk is confined to those rows (local
         PageRank); transition probabilities stay those of the whole graph and mass that would
         leave is dropped, so scores outside are 0 and the cost follows the rows' edges, not the
-        graph's size."""
+        graph's size. ``degrees`` (per row): the degrees of a larger graph this one was fetched
+        from (a database's k-hop ball), used for the transition probabilities instead of its own."""
         n = len(self._ids)
         if n == 0:
             return np.zeros(0)
@@ -576,17 +578,15 @@ class KnowledgeGraph:
         if s.sum() <= 0:
             raise ValueError("personalized_pagerank needs at least one seed with positive weight")
         s /= s.sum()
-        key = f"trans_{directed}"
-        if key not in self._cache:
+        key = f"trans_{directed}" if degrees is None else "trans_given_degrees"
+        if degrees is not None or key not in self._cache:
             a = self._csr("out").copy()
             a.data = np.ones_like(a.data, dtype=np.float64)
-            if not directed:
-                a = a + a.T
-            a = a.tocsr()
-            deg = np.asarray(a.sum(axis=1)).ravel()
+            a = (a if directed else a + a.T).tocsr()
+            deg = np.asarray(a.sum(axis=1) if degrees is None else degrees, dtype=np.float64).ravel()
             inv = np.divide(1.0, deg, out=np.zeros_like(deg), where=deg > 0)
             self._cache[key] = (sp.diags(inv) @ a).T.tocsr(), deg == 0
-        pt, dangling = self._cache[key]  # type: ignore[misc]
+        pt, dangling = self._cache.pop(key) if degrees is not None else self._cache[key]  # type: ignore[misc]
         if within is not None:
             rows = np.asarray(within, dtype=np.int64)
             if len(rows) > 1 and not (rows[1:] > rows[:-1]).all():  # k_hop gives sorted rows already

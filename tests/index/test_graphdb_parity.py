@@ -239,6 +239,90 @@ def test_activation_parity_on_metaqa(metaqa_subset, metaqa_dbs, backend):
     assert bounded.trace["graph_db"]["entities"] < exact.trace["graph_db"]["entities"]
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_frag_parity_in_the_large_graph_class(metaqa_subset, metaqa_dbs, backend, monkeypatch):
+    """From LARGE_GRAPH_ENTITIES, in-memory FRAG walks PageRank inside the k-hop neighbourhood
+    with whole-graph transition probabilities; the database path fetches that neighbourhood and
+    its entities' whole-graph degrees and runs the view in that mode, although the fetched
+    subgraph is smaller than the threshold."""
+    from kgrag_plugins.index.graphdb import retrieve as db_retrieve
+    from kgrag_plugins.methods.frag import retriever as frag_retriever
+
+    index, questions = metaqa_subset
+    kg, view = metaqa_dbs[backend]
+    n = index.graph.num_entities  # the whole graph is "large"; every fetched subgraph is not
+    monkeypatch.setattr(frag_retriever, "LARGE_GRAPH_ENTITIES", n)
+    monkeypatch.setattr(db_retrieve, "LARGE_GRAPH_ENTITIES", n)
+    mem, db = FRAGRetriever(index), DBFRAGRetriever(view, kg)
+    db._cache = mem._cache
+    smaller = 0
+    for q in questions:
+        a, b = mem.retrieve(q, 5), db.retrieve(q, 5)
+        assert a.trace["local_pagerank"] and b.trace["local_pagerank"]
+        _same_evidence(a, b)
+        assert a.trace["answers"] == b.trace["answers"]
+        # the fetch is the 4-hop ball (the complex k) with whole-graph degrees, not the component
+        assert b.trace["graph_db"]["entities"] == len(index.graph.k_hop(b.trace["topic_entities"], 4))
+        smaller += b.trace["graph_db"]["entities"] < n
+    assert smaller, "a k-hop fetch smaller than the graph (else the test proves nothing)"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_local_pagerank_on_a_fetched_ball_uses_whole_graph_degrees(metaqa_subset, metaqa_dbs, backend):
+    """Local PageRank in a k-hop ball fetched from the database, with the degrees the database
+    reports, equals local PageRank in the same ball of the whole in-memory graph."""
+    import numpy as np
+
+    index, _ = metaqa_subset
+    kg, _ = metaqa_dbs[backend]
+    g = index.graph
+    hub = max(g.entity_ids[:200], key=lambda e: len(g.neighbors(e)))
+    sub = kg.subgraph_for([hub], 2)
+    out, inn = kg.degrees(sub.entity_ids)
+    rows = np.array([g.index_of(e) for e in sub.entity_ids])
+    assert (out == np.diff(g.adjacency("out").indptr)[rows]).all()
+    assert (inn == np.diff(g.adjacency("in").indptr)[rows]).all()
+    kw = {"damping": 0.8, "tol": 1e-12, "max_iter": 1000}
+    mem = g.personalized_pagerank({hub: 1.0}, within=np.sort(rows), **kw)[rows]
+    db = sub.personalized_pagerank({hub: 1.0}, within=np.arange(sub.num_entities), degrees=out + inn, **kw)
+    assert np.abs(mem - db).max() < 1e-12
+    own = sub.personalized_pagerank({hub: 1.0}, within=np.arange(sub.num_entities), **kw)
+    assert np.abs(mem - own).max() > 1e-4, "the ball's own degrees differ (else the test proves nothing)"
+    directed = sub.personalized_pagerank({hub: 1.0}, directed=True, degrees=out, **kw)
+    assert (
+        np.abs(g.personalized_pagerank({hub: 1.0}, directed=True, within=np.sort(rows), **kw)[rows] - directed).max()
+        < 1e-12
+    )
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_activation_parity_in_the_large_graph_class(
+    sample_dbs, sample_mentions_index, sample_questions, backend, monkeypatch
+):
+    """From PUSH_MIN_NODES, in-memory activation spreads by residual push with Chroma dense
+    seeds; the database path must seed and spread the same way on its smaller subgraph."""
+    from kgrag_plugins.index.graphdb import retrieve as db_retrieve
+    from kgrag_plugins.methods import activation as act
+
+    kg, view = sample_dbs[backend]
+    g = sample_mentions_index.graph
+    n = g.num_entities + len(sample_mentions_index.passages)
+    monkeypatch.setattr(act, "PUSH_MIN_NODES", n)
+    monkeypatch.setattr(db_retrieve, "PUSH_MIN_NODES", n)
+    mem, db = ActivationRetriever(sample_mentions_index), DBActivationRetriever(view, kg)
+    assert mem._large
+    pushed = []
+    real_push = act.ActivationRetriever.push
+    monkeypatch.setattr(act.ActivationRetriever, "push", lambda self, s, *a: pushed.append(1) or real_push(self, s, *a))
+    smaller = 0
+    for q in [q.question for q in sample_questions][:5]:
+        a, b = mem.retrieve(q, 5), db.retrieve(q, 5)
+        _same_evidence(a, b)
+        smaller += b.trace["graph_db"]["entities"] < g.num_entities
+    assert len(pushed) == 10, "both sides spread by push"
+    assert smaller, "a fetched component smaller than the graph (else the test proves nothing)"
+
+
 # --------------------------------------------------------------------------- Neo4j (no server here)
 class _Recorder:
     """A PropertyGraphStore-shaped recorder named like Neo4j's store: it is *not* a server; it

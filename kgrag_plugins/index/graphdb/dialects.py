@@ -64,6 +64,14 @@ class Dialect:
         e = self.entity
         return f"UNWIND $ids AS x MATCH (a:{e})-[r{self._rel()}]->(b:{e} {{id: x}}) RETURN {_EDGE_COLUMNS}"
 
+    def degrees(self, direction: str) -> str:
+        """``(e, n)``: how many entity-entity triples the ``$ids`` entities head (``"out"``) or end
+        (``"in"``); entities with none are absent."""
+        e, rel = self.entity, self._rel()
+        a, b = f"(a:{e} {{id: x}})", f"(b:{e})"
+        pattern = f"{a}-[r{rel}]->{b}" if direction == "out" else f"{b}-[r{rel}]->{a}"
+        return f"UNWIND $ids AS x MATCH {pattern} RETURN x AS e, count(r) AS n"
+
     def neighbours(self) -> str:
         """Distinct neighbour ids of the ``$ids`` entities, either direction (one query per hop)."""
         e = self.entity

@@ -184,6 +184,18 @@ class PropertyGraphKG:
         """Up to ``n`` entity ids that head a triple (a non-empty subgraph to run a method on)."""
         return [x["h"] for x in self._run(self.dialect.any_triple_heads(n))]
 
+    def degrees(self, entity_ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Out- and in-degrees (triples, parallel ones counted) of ``entity_ids`` in the whole
+        graph, in that order: what a fetched part needs for the whole graph's walk probabilities."""
+        pos = {e: i for i, e in enumerate(entity_ids)}
+        out = []
+        for direction in ("out", "in"):
+            deg = np.zeros(len(pos), dtype=np.int64)
+            for x in self._read(self.dialect.degrees(direction), list(pos)):
+                deg[pos[x["e"]]] = int(x["n"])
+            out.append(deg)
+        return out[0], out[1]
+
     def passage_entities(self, passage_ids: Sequence[str]) -> list[dict[str, Any]]:
         """``{"e": entity id, "p": passage id, "prow": passage row}`` per link of the passages."""
         return self._read(self.dialect.chunk_entities(), list(passage_ids))

@@ -17,10 +17,16 @@ from typing import Any
 
 import numpy as np
 
-from ...methods.activation import DEFAULT_BM25_SEEDS, ActivationRetriever, TextVectorCache, TitleMentions
+from ...methods.activation import (
+    DEFAULT_BM25_SEEDS,
+    PUSH_MIN_NODES,
+    ActivationRetriever,
+    TextVectorCache,
+    TitleMentions,
+)
 from ...methods.base import Retriever
 from ...methods.frag.linking import TopicLinker
-from ...methods.frag.retriever import FRAGRetriever
+from ...methods.frag.retriever import LARGE_GRAPH_ENTITIES, FRAGRetriever
 from ...types import Evidence
 from ..builders.linking import NameIndex, link_question
 from ..graph import KnowledgeGraph
@@ -79,11 +85,18 @@ class _QueryVector:
 
 
 class _ViewActivation(ActivationRetriever):
-    """ActivationRetriever over a fetched subgraph, linking with the whole graph's name index."""
+    """ActivationRetriever over a fetched subgraph, linking with the whole graph's name index and
+    spreading as on the whole graph (residual push and Chroma dense seeds from ``PUSH_MIN_NODES``)."""
 
-    def __init__(self, index: KnowledgeIndex, names: NameIndex, titles: TitleMentions, **options: Any) -> None:
-        self._given_names, self._given_titles = names, titles
+    def __init__(
+        self, index: KnowledgeIndex, names: NameIndex, titles: TitleMentions, large: bool, **options: Any
+    ) -> None:
+        self._given_names, self._given_titles, self._given_large = names, titles, large
         super().__init__(index, **options)
+
+    @property
+    def _large(self) -> bool:
+        return self._given_large
 
     def _refresh(self) -> None:
         self._names = self._given_names
@@ -118,17 +131,22 @@ class DBActivationRetriever(Retriever):
         self._table = _check_aligned(self.index, self.kg)
         self._names = NameIndex.from_graph(self._table)
         self._titles = TitleMentions([p.title for p in self.index.passages])
+        # the whole graph's size class, not the fetched subgraph's (same spreading as in memory)
+        self._large = self._table.num_entities + len(self.index.passages) >= PUSH_MIN_NODES
 
     def _retrieve(self, query: str, k: int) -> Evidence:
         qvec = self.index.embed_query(query)
         ents = link_question(self._table, query, names=self._names)
-        vecs = self.index.passages.vectors
+        store = self.index.passages
+        vecs = store.vectors
         seeds_p: list[str] = []
-        if self.dense_seeds > 0 and len(vecs):
-            sims = vecs @ np.asarray(qvec, dtype=vecs.dtype)
-            n = min(self.dense_seeds, len(sims))
-            top = np.argpartition(-sims, n - 1)[:n]
-            seeds_p = [self.index.passages.at(int(i)).id for i in top]
+        if self.dense_seeds > 0 and len(vecs):  # the passages ActivationRetriever seeds from
+            n = min(self.dense_seeds, len(vecs))
+            if self._large:
+                seeds_p = [p.id for p, _ in store.dense_search(qvec, n)]
+            else:
+                sims = vecs @ np.asarray(qvec, dtype=vecs.dtype)
+                seeds_p = [store.at(int(i)).id for i in np.argpartition(-sims, n - 1)[:n]]
         if self.bm25_seeds > 0:  # the BM25 seed passages' component too (the same sources as in memory)
             seeds_p += [p.id for p, _ in self.index.passages.bm25_search(query, self.bm25_seeds)]
         sub = self.kg.subgraph_for(ents, self.hops, passages=seeds_p, via_passages=True)
@@ -137,9 +155,38 @@ class DBActivationRetriever(Retriever):
             sub = KnowledgeGraph.from_columns(t.entity_ids[:1], [t.name_of(t.entity_ids[0])], t.relations, [], [], [])
         view = index_view(self.index, sub)
         view.embed_query = _QueryVector(view, query, qvec)  # type: ignore[method-assign]
-        ev = _ViewActivation(view, self._names, self._titles, **self.options).retrieve(query, k)
+        ev = _ViewActivation(view, self._names, self._titles, self._large, **self.options).retrieve(query, k)
         ev.trace["graph_db"] = _db_trace(self.kg, sub)
         return ev
+
+
+class _ViewFRAG(FRAGRetriever):
+    """FRAGRetriever over a fetched subgraph in its whole graph's size class (local PageRank and
+    relation-vector chain scores from ``LARGE_GRAPH_ENTITIES``), walking with the whole graph's
+    ``degrees`` (out, in) when given."""
+
+    def __init__(
+        self, index: KnowledgeIndex, local: bool, degrees: tuple[np.ndarray, np.ndarray] | None, **options: Any
+    ) -> None:
+        self._given_local, self._degrees = local, degrees
+        super().__init__(index, **options)
+
+    @property
+    def _local(self) -> bool:
+        return self._given_local
+
+    def _pagerank(self, topics: Any, within: np.ndarray | None) -> np.ndarray:
+        if self._degrees is None:
+            return super()._pagerank(topics, within)
+        out, inn = self._degrees
+        return self.graph.personalized_pagerank(
+            dict.fromkeys(topics, 1.0),
+            damping=self.damping,
+            directed=not self._pg.inverse,
+            tol=1e-6,
+            within=within,
+            degrees=out if not self._pg.inverse else out + inn,
+        )
 
 
 class DBFRAGRetriever(Retriever):
@@ -149,6 +196,12 @@ class DBFRAGRetriever(Retriever):
     ``options`` are ``FRAGRetriever`` settings (mode, classifier, path_ranker, simple_hops, ...).
     A ``hops`` smaller than the pipeline's k (2 simple, 4 complex) would cut paths: use at
     least ``complex_hops``.
+
+    On a graph of ``LARGE_GRAPH_ENTITIES`` (1M) entities or more, in-memory FRAG confines its
+    PageRank to the k-hop neighbourhood with the whole graph's transition probabilities: there
+    the default fetch is that neighbourhood (k hops, the deepest FRAG will walk) plus its
+    entities' degrees in the whole graph, instead of the component, and the view runs in the same
+    local mode with those degrees.
     """
 
     name = "frag"
@@ -178,22 +231,38 @@ class DBFRAGRetriever(Retriever):
         self._names = _NameIndex.from_graph(self._table)
         threshold = float(self.options.get("link_threshold", 0.85))
         self._linker = TopicLinker(self.index, self._table, self._names, threshold)
+        self._local = self._table.num_entities >= LARGE_GRAPH_ENTITIES
+
+    def _fetch_hops(self, route: str | None) -> int | None:
+        """``hops``, or on a large graph the deepest neighbourhood FRAG will walk."""
+        if self.hops is not None or not self._local:
+            return self.hops
+        simple, complex_ = int(self.options.get("simple_hops", 2)), int(self.options.get("complex_hops", 4))
+        only_simple = route == "simple" or (route is None and self.options.get("mode") == "simple")
+        return simple if only_simple else max(simple, complex_)
 
     def _retrieve(self, query: str, k: int) -> Evidence:
         return self.evidence(query, k)
 
-    def evidence(self, question: str, k: int = 5, *, route: str | None = None) -> Evidence:
-        """:meth:`FRAGRetriever.evidence` over the fetched subgraph."""
+    def evidence(
+        self, question: str, k: int = 5, *, route: str | None = None, topic_entities: list[str] | None = None
+    ) -> Evidence:
+        """:meth:`FRAGRetriever.evidence` over the fetched subgraph (``topic_entities``: skip linking)."""
         self._sync_index()
-        topics, how, unknown = self._linker.link(question)
+        if topic_entities is not None:
+            topics, how, unknown = list(dict.fromkeys(topic_entities)), "given", []
+        else:
+            topics, how, unknown = self._linker.link(question)
         # no topic: FRAG returns no path (dense passages only); any small subgraph serves
         sub = (
-            self.kg.subgraph_for(topics, self.hops)
+            self.kg.subgraph_for(topics, self._fetch_hops(route))
             if topics
             else self.kg.subgraph_for(self.kg.entities_with_triples(1), 1)
         )
         view = index_view(self.index, sub, relation_vectors=True)
-        frag = FRAGRetriever(view, **self.options)
+        local_hops = self._local and self.hops is None and topics
+        degrees = self.kg.degrees(sub.entity_ids) if local_hops else None
+        frag = _ViewFRAG(view, self._local, degrees, **self.options)
         frag._cache = self._cache
         ev = frag.evidence(question, k, route=route, topic_entities=topics)  # type: ignore[arg-type]
         ev.trace["linking"] = how

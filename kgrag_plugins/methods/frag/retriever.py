@@ -236,6 +236,18 @@ class FRAGRetriever(Retriever):
         return self._linker.link(question)
 
     # ------------------------------------------------------------------ scoring helpers
+    @property
+    def _local(self) -> bool:
+        """A graph of ``LARGE_GRAPH_ENTITIES`` or more: PageRank stays in the k-hop neighbourhood
+        and zero-shot chains score by relation vectors (a database view keeps its whole graph's class)."""
+        return self._pg.n >= LARGE_GRAPH_ENTITIES
+
+    def _pagerank(self, topics: Sequence[str], within: np.ndarray | None) -> np.ndarray:
+        """FRAG's personalized PageRank from the topic entities (``within``: local, in the hood)."""
+        return self.graph.personalized_pagerank(
+            dict.fromkeys(topics, 1.0), damping=self.damping, directed=not self._pg.inverse, tol=1e-6, within=within
+        )
+
     def _relation_phrase(self, rel: int) -> str:
         R = self._pg.R
         return humanise_relation(self._relations[rel % R]) + (" (inverse)" if rel >= R else "")
@@ -302,14 +314,8 @@ class FRAGRetriever(Retriever):
         hood = self._pg.k_hop(seeds, k)
         # the graph's own PageRank (also the tie-break of path ranking): parallel edges add weight;
         # walked both ways when ``inverse``; from LARGE_GRAPH_ENTITIES on it stays in the hood
-        local = self._pg.n >= LARGE_GRAPH_ENTITIES
-        ppr = self.graph.personalized_pagerank(
-            dict.fromkeys(topics, 1.0),
-            damping=self.damping,
-            directed=not self._pg.inverse,
-            tol=1e-6,
-            within=hood if local else None,
-        )
+        local = self._local
+        ppr = self._pagerank(topics, hood if local else None)
         trace["local_pagerank"] = local
         if len(hood) > self.max_nodes:
             keep = np.union1d(hood[np.argsort(-ppr[hood], kind="stable")[: self.max_nodes]], seeds)
@@ -483,11 +489,7 @@ class FRAGRetriever(Retriever):
         graphs, whose relations are phrases, so chains rarely repeat), of ``LARGE_GRAPH_ENTITIES``
         entities or more, or above ``MAX_CHAIN_TEXTS`` distinct chains: the mean cosine of the chain's relations (the
         index's relation vectors), so a question never embeds many long texts."""
-        if (
-            len(chains) <= MAX_CHAIN_TEXTS
-            and len(self._relations) <= MAX_CHAIN_TEXT_RELATIONS
-            and self._pg.n < LARGE_GRAPH_ENTITIES
-        ):
+        if len(chains) <= MAX_CHAIN_TEXTS and len(self._relations) <= MAX_CHAIN_TEXT_RELATIONS and not self._local:
             vecs, _ = self._cache.vectors([self._chain_text(c) for c in chains], self._embed)
             return (vecs @ qv).astype(np.float64)
         rel_cos = self.index.relation_vectors @ qv
