@@ -64,6 +64,10 @@ class Dialect:
         e = self.entity
         return f"UNWIND $ids AS x MATCH (a:{e})-[r{self._rel()}]->(b:{e} {{id: x}}) RETURN {_EDGE_COLUMNS}"
 
+    def stored_degrees(self) -> str:
+        """``(e, o, i)``: the out- / in-degrees stored on the ``$ids`` entities at load."""
+        return f"UNWIND $ids AS x MATCH (e:{self.entity} {{id: x}}) RETURN e.id AS e, e.kg_out AS o, e.kg_in AS i"
+
     def degrees(self, direction: str) -> str:
         """``(e, n)``: how many entity-entity triples the ``$ids`` entities head (``"out"``) or end
         (``"in"``); entities with none are absent."""
@@ -120,6 +124,8 @@ KUZU = Dialect(
         "ALTER TABLE Entity ADD IF NOT EXISTS kg_row INT64 DEFAULT -1",
         "ALTER TABLE Entity ADD IF NOT EXISTS kg_desc STRING DEFAULT ''",
         "ALTER TABLE Entity ADD IF NOT EXISTS kg_aliases STRING[]",
+        "ALTER TABLE Entity ADD IF NOT EXISTS kg_out INT64 DEFAULT -1",
+        "ALTER TABLE Entity ADD IF NOT EXISTS kg_in INT64 DEFAULT -1",
         "ALTER TABLE LINKS ADD IF NOT EXISTS kg_ti INT64 DEFAULT -1",
         "ALTER TABLE LINKS ADD IF NOT EXISTS kg_src STRING[]",
         "ALTER TABLE Chunk ADD IF NOT EXISTS kg_prow INT64 DEFAULT -1",
@@ -128,7 +134,7 @@ KUZU = Dialect(
     clear=("MATCH (c:Chunk) DETACH DELETE c", "MATCH (e:Entity) DETACH DELETE e", "MATCH (m:KgMeta) DELETE m"),
     create_entities=(
         "UNWIND $rows AS r CREATE (:Entity {id: r.id, name: r.name, label: r.label, kg_row: r.row, "
-        "kg_desc: r.dsc, kg_aliases: r.aliases})"
+        "kg_desc: r.dsc, kg_aliases: r.aliases, kg_out: r.kout, kg_in: r.kin})"
     ),
     # Kùzu joins an UNWIND with MATCH by id as a scan of the node table per batch (27 s for 20k
     # MetaQA triples); COPY from the same UNWIND looks the primary keys up (4 s). Columns in
@@ -156,7 +162,7 @@ def _labelled(name: str, entity_labels: str, setup: tuple[str, ...]) -> Dialect:
         ),
         create_entities=(
             f"UNWIND $rows AS r CREATE (:{entity_labels}:{{label}} {{id: r.id, name: r.name, label: r.label, "
-            "kg_row: r.row, kg_desc: r.dsc, kg_aliases: r.aliases})"
+            "kg_row: r.row, kg_desc: r.dsc, kg_aliases: r.aliases, kg_out: r.kout, kg_in: r.kin})"
         ),
         create_triples=(
             "UNWIND $rows AS r MATCH (a:__Entity__ {id: r.h}), (b:__Entity__ {id: r.t}) "

@@ -102,6 +102,8 @@ class PropertyGraphKG:
             for stmt in self.dialect.clear:
                 self._run(stmt)
         d = self.dialect
+        kout = np.diff(graph.adjacency("out").indptr).tolist()
+        kin = np.diff(graph.adjacency("in").indptr).tolist()
         ents = [
             {
                 "id": e.id,
@@ -110,6 +112,8 @@ class PropertyGraphKG:
                 "row": i,
                 "dsc": e.description,
                 "aliases": list(e.aliases),
+                "kout": kout[i],
+                "kin": kin[i],
             }
             for i, e in enumerate(graph.entities())
         ]
@@ -186,15 +190,19 @@ class PropertyGraphKG:
 
     def degrees(self, entity_ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Out- and in-degrees (triples, parallel ones counted) of ``entity_ids`` in the whole
-        graph, in that order: what a fetched part needs for the whole graph's walk probabilities."""
+        graph, in that order: what a fetched part needs for the whole graph's walk probabilities.
+        Read from the ``kg_out`` / ``kg_in`` stored at load (counted in the database for a graph
+        loaded without them)."""
         pos = {e: i for i, e in enumerate(entity_ids)}
-        out = []
-        for direction in ("out", "in"):
-            deg = np.zeros(len(pos), dtype=np.int64)
-            for x in self._read(self.dialect.degrees(direction), list(pos)):
-                deg[pos[x["e"]]] = int(x["n"])
-            out.append(deg)
-        return out[0], out[1]
+        out, inn = np.full(len(pos), -1, dtype=np.int64), np.full(len(pos), -1, dtype=np.int64)
+        for x in self._read(self.dialect.stored_degrees(), list(pos)):
+            out[pos[x["e"]]], inn[pos[x["e"]]] = (-1 if v is None else int(v) for v in (x["o"], x["i"]))
+        if (out < 0).any() or (inn < 0).any():
+            for deg, direction in ((out, "out"), (inn, "in")):
+                deg[:] = 0
+                for x in self._read(self.dialect.degrees(direction), list(pos)):
+                    deg[pos[x["e"]]] = int(x["n"])
+        return out, inn
 
     def passage_entities(self, passage_ids: Sequence[str]) -> list[dict[str, Any]]:
         """``{"e": entity id, "p": passage id, "prow": passage row}`` per link of the passages."""
