@@ -9,7 +9,8 @@ learn which relation chain a question asks for; this module does the same, cheap
 - **Weak labels** (:func:`best_chains`): for a training question with its topic entity and gold
   answers, every relation chain of length 1..``max_hops`` from the topic is followed with set
   semantics (both edge directions; intermediate sets larger than ``hub_cap`` nodes are not
-  expanded further, since chains through hubs such as a genre are not reasoning chains) and
+  expanded further: a cost bound, which changes no label on MetaQA's training questions,
+  docs/frag.md) and
   the chain whose end set has the best F1 against the answers is the label (the shortest on
   ties). No annotation of chains is needed, only (question, topic, answers).
 - **Model**: multinomial logistic regression from the MiniLM embedding of the question (topic
