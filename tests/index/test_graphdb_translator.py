@@ -113,6 +113,23 @@ def test_translator_parity_on_the_sample(sample_dbs, sample_parse_index, sample_
     _same(a, b)
 
 
+def test_db_translator_reuses_the_index_caches_only_for_the_same_parsekg(sample_dbs, sample_parse_index, monkeypatch):
+    """With the same ParseKG in the index, the relation-window and name vectors come from the
+    index's cache (no embedding); a serving index without the ParseKG embeds them itself."""
+    kg, view, _ = sample_dbs["kuzu"]
+    TranslatorRetriever(sample_parse_index).prepare()  # stores the vectors in the index generation
+    calls: list[int] = []
+    real = sample_parse_index.embedder.embed
+    monkeypatch.setattr(
+        sample_parse_index.embedder, "embed", lambda texts, **kw: calls.append(len(texts)) or real(texts, **kw)
+    )
+    db = DBTranslatorRetriever(sample_parse_index, kg)
+    db.prepare()
+    assert calls == []
+    assert DBTranslatorRetriever(view, kg).prepare()["relation_windows"] == db.prepare()["relation_windows"]
+    assert sum(calls) >= sample_parse_index.parsekg.num_hyperrelations
+
+
 def test_parsekg_needs_the_graph_loaded_first(sample_parse_index, open_kg):
     kg = open_kg("kuzu", "no_graph")
     few = KnowledgeGraph()

@@ -329,7 +329,21 @@ class DBTranslatorRetriever(Retriever):
 
         table = _check_aligned(self.index, self.kg)
         view = index_view(self.index, _LinkedTable(table, self.kg), entity_vectors=True, parsekg=self.parsekg)
+        if self._same_parsekg():  # the index's cached name / window vectors are this ParseKG's
+            view.load_derived = self.index.load_derived  # type: ignore[method-assign]
+            view.save_derived = self.index.save_derived  # type: ignore[method-assign]
         self.translator = TranslatorRetriever(view, **self.options)
+
+    def _same_parsekg(self) -> bool:
+        """Whether the index holds the same ParseKG as the database (hyperrelations and pools)."""
+        mem, db = getattr(self.index, "parsekg", None), self.parsekg
+        if mem is None or (mem.num_sentences, mem.num_hyperrelations) != (db.num_sentences, db.num_hyperrelations):
+            return False
+        return (
+            all(mem.hyperrelation(h) == db.hyperrelation(h) for h in range(mem.num_hyperrelations))
+            and mem.head_entities() == db.head_entities()
+            and mem.tail_entities() == db.tail_entities()
+        )
 
     def prepare(self) -> dict[str, float]:
         """:meth:`TranslatorRetriever.prepare` (entity tables, name and relation-window vectors)."""
