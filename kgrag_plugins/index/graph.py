@@ -578,15 +578,18 @@ class KnowledgeGraph:
         if s.sum() <= 0:
             raise ValueError("personalized_pagerank needs at least one seed with positive weight")
         s /= s.sum()
-        key = f"trans_{directed}" if degrees is None else "trans_given_degrees"
-        if degrees is not None or key not in self._cache:
+        key = f"trans_{directed}"
+        trans = self._cache.get(key) if degrees is None else None
+        if trans is None:
             a = self._csr("out").copy()
             a.data = np.ones_like(a.data, dtype=np.float64)
             a = (a if directed else a + a.T).tocsr()
             deg = np.asarray(a.sum(axis=1) if degrees is None else degrees, dtype=np.float64).ravel()
             inv = np.divide(1.0, deg, out=np.zeros_like(deg), where=deg > 0)
-            self._cache[key] = (sp.diags(inv) @ a).T.tocsr(), deg == 0
-        pt, dangling = self._cache.pop(key) if degrees is not None else self._cache[key]  # type: ignore[misc]
+            trans = (sp.diags(inv) @ a).T.tocsr(), deg == 0
+            if degrees is None:  # the graph's own walk is kept; one with given degrees is not
+                self._cache[key] = trans
+        pt, dangling = trans  # type: ignore[misc]
         if within is not None:
             rows = np.asarray(within, dtype=np.int64)
             if len(rows) > 1 and not (rows[1:] > rows[:-1]).all():  # k_hop gives sorted rows already
@@ -598,8 +601,7 @@ class KnowledgeGraph:
             r_sub = s_sub.copy()
             for _ in range(max_iter):
                 nxt = damping * (sub @ r_sub + r_sub[dang].sum() * s_sub) + (1 - damping) * s_sub
-                done = np.abs(nxt - r_sub).sum() < tol
-                r_sub = nxt
+                r_sub, done = nxt, np.abs(nxt - r_sub).sum() < tol
                 if done:
                     break
             out = np.zeros(n)
@@ -608,10 +610,9 @@ class KnowledgeGraph:
         r = s.copy()
         for _ in range(max_iter):
             nxt = damping * (pt @ r + r[dangling].sum() * s) + (1 - damping) * s
-            if np.abs(nxt - r).sum() < tol:
-                r = nxt
+            r, done = nxt, np.abs(nxt - r).sum() < tol
+            if done:
                 break
-            r = nxt
         return r
 
     # ------------------------------------------------------------------ persistence
