@@ -26,7 +26,7 @@ from ...methods.activation import (
 )
 from ...methods.base import Retriever
 from ...methods.frag.linking import TopicLinker
-from ...methods.frag.retriever import LARGE_GRAPH_ENTITIES, FRAGRetriever
+from ...methods.frag.retriever import COMPLEX_HOPS, LARGE_GRAPH_ENTITIES, SIMPLE_HOPS, FRAGRetriever
 from ...types import Evidence
 from ..builders.linking import NameIndex, link_question
 from ..graph import KnowledgeGraph
@@ -175,18 +175,11 @@ class _ViewFRAG(FRAGRetriever):
     def _local(self) -> bool:
         return self._given_local
 
-    def _pagerank(self, topics: Any, within: np.ndarray | None) -> np.ndarray:
-        if self._degrees is None:
-            return super()._pagerank(topics, within)
-        out, inn = self._degrees
-        return self.graph.personalized_pagerank(
-            dict.fromkeys(topics, 1.0),
-            damping=self.damping,
-            directed=not self._pg.inverse,
-            tol=1e-6,
-            within=within,
-            degrees=out if not self._pg.inverse else out + inn,
-        )
+    def _pagerank(self, topics: Any, within: np.ndarray | None, degrees: np.ndarray | None = None) -> np.ndarray:
+        if self._degrees is not None:  # out-degrees for a directed walk, out + in for both ways
+            out, inn = self._degrees
+            degrees = out + inn if self._pg.inverse else out
+        return super()._pagerank(topics, within, degrees)
 
 
 class DBFRAGRetriever(Retriever):
@@ -237,7 +230,8 @@ class DBFRAGRetriever(Retriever):
         """``hops``, or on a large graph the deepest neighbourhood FRAG will walk."""
         if self.hops is not None or not self._local:
             return self.hops
-        simple, complex_ = int(self.options.get("simple_hops", 2)), int(self.options.get("complex_hops", 4))
+        simple = int(self.options.get("simple_hops", SIMPLE_HOPS))
+        complex_ = int(self.options.get("complex_hops", COMPLEX_HOPS))
         only_simple = route == "simple" or (route is None and self.options.get("mode") == "simple")
         return simple if only_simple else max(simple, complex_)
 

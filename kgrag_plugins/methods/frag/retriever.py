@@ -85,6 +85,8 @@ MAX_CHAIN_TEXT_RELATIONS = 1000
 #: neighbourhood only (the whole-graph walk took ~18 s per question there) and zero-shot chain
 #: scores are the mean cosine of the chain's relations; below, the paper's walk and chain texts.
 LARGE_GRAPH_ENTITIES = 1_000_000
+#: The paper's k (neighbourhood depth) of the simple and the complex pipeline (§2 step 1).
+SIMPLE_HOPS, COMPLEX_HOPS = 2, 4
 _CVT = re.compile(r"^[mg]\.[0-9a-z_]+$")
 
 
@@ -134,8 +136,8 @@ class FRAGRetriever(Retriever):
         classifier: HopClassifier | str | FilePath | None = None,
         mode: Literal["auto", "simple", "complex"] = "auto",
         llm: Any = None,
-        simple_hops: int = 2,
-        complex_hops: int = 4,
+        simple_hops: int = SIMPLE_HOPS,
+        complex_hops: int = COMPLEX_HOPS,
         max_nodes: int = 2000,
         max_relations: int = 64,
         max_paths: int = 32,
@@ -242,10 +244,18 @@ class FRAGRetriever(Retriever):
         and zero-shot chains score by relation vectors (a database view keeps its whole graph's class)."""
         return self._pg.n >= LARGE_GRAPH_ENTITIES
 
-    def _pagerank(self, topics: Sequence[str], within: np.ndarray | None) -> np.ndarray:
-        """FRAG's personalized PageRank from the topic entities (``within``: local, in the hood)."""
+    def _pagerank(
+        self, topics: Sequence[str], within: np.ndarray | None, degrees: np.ndarray | None = None
+    ) -> np.ndarray:
+        """FRAG's personalized PageRank from the topic entities (``within``: local, in the hood;
+        ``degrees``: a larger graph's, for a fetched part of it)."""
         return self.graph.personalized_pagerank(
-            dict.fromkeys(topics, 1.0), damping=self.damping, directed=not self._pg.inverse, tol=1e-6, within=within
+            dict.fromkeys(topics, 1.0),
+            damping=self.damping,
+            directed=not self._pg.inverse,
+            tol=1e-6,
+            within=within,
+            degrees=degrees,
         )
 
     def _relation_phrase(self, rel: int) -> str:
