@@ -89,9 +89,10 @@ class PropertyGraphKG:
         for i in range(0, len(rows), batch):
             self._run(query, {"rows": rows[i : i + batch]})
 
-    def setup(self) -> None:
-        """Create the ``kg_*`` columns / indexes (idempotent; "already exists" is ignored)."""
-        for stmt in self.dialect.setup:
+    def setup(self, statements: Sequence[str] | None = None) -> None:
+        """Create the ``kg_*`` columns / indexes, or run the given schema ``statements``
+        (idempotent; "already exists" is ignored)."""
+        for stmt in self.dialect.setup if statements is None else statements:
             try:
                 self._run(stmt)
             except Exception as e:  # FalkorDB has no IF NOT EXISTS for indexes

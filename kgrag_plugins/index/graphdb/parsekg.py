@@ -95,12 +95,7 @@ class PropertyGraphParseKG:
                 f"{len(missing)} ParseKG entities are not in the {name} database (e.g. {missing[:3]}): "
                 "load the index's graph with PropertyGraphKG.load before its ParseKG"
             )
-        for stmt in _SETUP[name]:
-            try:
-                kg._run(stmt)
-            except Exception as e:  # FalkorDB has no IF NOT EXISTS for indexes
-                if "already" not in str(e).lower():
-                    raise
+        kg.setup(_SETUP[name])
         for stmt in _CLEAR:
             kg._run(stmt)
         sents = [
@@ -201,9 +196,6 @@ class PropertyGraphParseKG:
         if len(self._roles) > ROLE_CACHE:
             self._roles.popitem(last=False)
         return rows
-
-    def _sentences_with(self, entity_id: str, role: int) -> list[int]:
-        return [int(x["sid"]) for x in self._roles_of(entity_id) if x["role"] == role]
 
     def _hypers_with(self, entity_id: str, role: int) -> list[int]:
         return list(dict.fromkeys(int(x["hid"]) for x in self._roles_of(entity_id) if x["role"] == role))
