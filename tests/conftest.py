@@ -125,6 +125,26 @@ def falkordb_url():
             os.kill(pid, 0)
 
 
+@pytest.fixture(scope="module")
+def open_kg(tmp_path_factory, falkordb_url):
+    """``open_kg(backend, name)``: a PropertyGraphKG in Kùzu (a tmp dir) or in graph ``name`` of
+    the module's FalkorDB server; one per (backend, name) for the module."""
+    from kgrag_plugins.integrations.llama_index.graphdb import falkordb_kg, kuzu_kg
+
+    made: dict = {}
+
+    def make(backend: str, name: str):
+        key = f"{backend}/{name}"
+        if key not in made:
+            if backend == "kuzu":
+                made[key] = kuzu_kg(tmp_path_factory.mktemp(f"kuzu-{name}") / "db")
+            else:
+                made[key] = falkordb_kg(falkordb_url, graph=name)
+        return made[key]
+
+    return make
+
+
 # --------------------------------------------------------------------------- agents (tests/agents)
 # Kept here rather than in tests/agents/conftest.py: a second module named ``conftest`` would
 # shadow this one for the ``from conftest import ...`` lines of other test files.

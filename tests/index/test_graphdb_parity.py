@@ -25,28 +25,12 @@ from kgrag_plugins.index.graphdb import FalkorDBServer, PropertyGraphKG  # noqa:
 from kgrag_plugins.index.graphdb.dialects import NEO4J  # noqa: E402
 from kgrag_plugins.index.graphdb.retrieve import DBActivationRetriever, DBFRAGRetriever, index_view  # noqa: E402
 from kgrag_plugins.index.store import KnowledgeIndex  # noqa: E402
-from kgrag_plugins.integrations.llama_index.graphdb import CypherAdapter, falkordb_kg, kuzu_kg  # noqa: E402
+from kgrag_plugins.integrations.llama_index.graphdb import CypherAdapter, falkordb_kg  # noqa: E402
 from kgrag_plugins.methods.activation import ActivationRetriever  # noqa: E402
 from kgrag_plugins.methods.frag.retriever import FRAGRetriever  # noqa: E402
 
 BACKENDS = ["kuzu", "falkordb"]
 TOL = 1e-6
-
-
-@pytest.fixture(scope="module")
-def open_kg(tmp_path_factory, falkordb_url):
-    made: dict[str, PropertyGraphKG] = {}
-
-    def make(backend: str, name: str) -> PropertyGraphKG:
-        key = f"{backend}/{name}"
-        if key not in made:
-            if backend == "kuzu":
-                made[key] = kuzu_kg(tmp_path_factory.mktemp(f"kuzu-{name}") / "db")
-            else:
-                made[key] = falkordb_kg(falkordb_url, graph=name)
-        return made[key]
-
-    return make
 
 
 def _same_evidence(a, b) -> None:

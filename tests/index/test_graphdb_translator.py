@@ -19,21 +19,10 @@ from kgrag_plugins.index.graph import KnowledgeGraph  # noqa: E402
 from kgrag_plugins.index.graphdb import PropertyGraphKG, PropertyGraphParseKG  # noqa: E402
 from kgrag_plugins.index.graphdb.retrieve import DBTranslatorRetriever, index_view  # noqa: E402
 from kgrag_plugins.index.store import KnowledgeIndex  # noqa: E402
-from kgrag_plugins.integrations.llama_index.graphdb import falkordb_kg, kuzu_kg  # noqa: E402
 from kgrag_plugins.methods.translator.retriever import TranslatorRetriever  # noqa: E402
 
 BACKENDS = ["kuzu", "falkordb"]
 TOL = 1e-6
-
-
-@pytest.fixture(scope="module")
-def open_kg(tmp_path_factory, falkordb_url):
-    def make(backend: str, name: str) -> PropertyGraphKG:
-        if backend == "kuzu":
-            return kuzu_kg(tmp_path_factory.mktemp(f"kuzu-{name}") / "db")
-        return falkordb_kg(falkordb_url, graph=name)
-
-    return make
 
 
 def _load(index: KnowledgeIndex, kg: PropertyGraphKG) -> tuple[KnowledgeIndex, PropertyGraphParseKG]:
