@@ -16,7 +16,6 @@ Generated files stay under ``--out-dir`` (never in the repository).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -24,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from graphdb_common import finish
 from graphdb_common import ms_percentile as _p
 
 
@@ -143,10 +143,7 @@ def main(argv: list[str] | None = None) -> dict:
         if server is not None:
             server.stop()
     report["questions"] = len(questions)
-    report["machine"]["load_end"] = os.getloadavg()
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
-    return report
+    return finish(report, args.json)
 
 
 if __name__ == "__main__":

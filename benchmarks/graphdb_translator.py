@@ -12,12 +12,12 @@ per question in memory and over each database and counts the questions whose Evi
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import tempfile
 import time
 from pathlib import Path
 
+from graphdb_common import finish
 from graphdb_common import ms_percentile as _p
 
 
@@ -113,10 +113,7 @@ def main(argv: list[str] | None = None) -> dict:
     finally:
         if server is not None:
             server.stop()
-    report["machine"]["load_end"] = os.getloadavg()
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
-    return report
+    return finish(report, args.json)
 
 
 if __name__ == "__main__":
