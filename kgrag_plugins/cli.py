@@ -426,7 +426,7 @@ def _cmd_serve_llm(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from .eval.bench import RETRIEVERS
-    from .eval.kgqa import KGQA_RETRIEVERS
+    from .eval.kgqa import KGQA_RETRIEVERS, TRAIN_PER_HOP
 
     p = argparse.ArgumentParser(prog="kgrag", description="Knowledge-graph RAG plug-ins: demo, benchmarks, indexing.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -467,7 +467,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--limit", type=int, default=None, help="first N questions only")
     b.add_argument("--per-hop", type=int, default=300, help="KGQA: held-out questions evaluated per hop count")
-    b.add_argument("--train-per-hop", type=int, default=1000, help="KGQA: training questions per hop count")
+    b.add_argument("--train-per-hop", type=int, default=TRAIN_PER_HOP, help="KGQA: training questions per hop count")
     b.add_argument(
         "--labels",
         choices=["dataset", "hmin"],

@@ -245,7 +245,7 @@ def run_bench(
     cache_dir: str | Path | None = None,
     progress: bool = True,
     per_hop: int = 300,
-    train_per_hop: int = 1000,
+    train_per_hop: int | None = None,
     labels: str = "dataset",
     retriever_opts: Sequence[str] = (),
     kb_keep: float = 1.0,
@@ -256,18 +256,19 @@ def run_bench(
     combination of option values, reported as ``translator[alpha=1]`` ... (an α/β sweep in one run).
 
     KGQA datasets (a KG and no corpus, e.g. ``metaqa``) go to
-    :func:`~kgrag_plugins.eval.kgqa.run_kgqa_bench` (``per_hop`` / ``train_per_hop`` and the hop
+    :func:`~kgrag_plugins.eval.kgqa.run_kgqa_bench` (``per_hop`` / ``train_per_hop``, default
+    ``kgqa.TRAIN_PER_HOP``, and the hop
     classifier's training ``labels``, ``"dataset"`` or ``"hmin"``, and ``kb_keep``, the fraction
     of the KB's triples kept, apply there)."""
     if not retrievers:
         raise ValueError("no retrievers given")
     ds0 = load_dataset(dataset, data_dir=data_dir, limit=limit)
     if ds0.corpus is None and ds0.kb_path is not None:
-        from .kgqa import run_kgqa_bench
+        from .kgqa import TRAIN_PER_HOP, run_kgqa_bench
 
         report = run_kgqa_bench(
-            ds0, retrievers, per_hop=per_hop, train_per_hop=train_per_hop, progress=progress, labels=labels,
-            kb_keep=kb_keep, cache_dir=cache_dir,
+            ds0, retrievers, per_hop=per_hop, train_per_hop=TRAIN_PER_HOP if train_per_hop is None else train_per_hop,
+            progress=progress, labels=labels, kb_keep=kb_keep, cache_dir=cache_dir,
         )  # fmt: skip
         _write(report, out)
         return report

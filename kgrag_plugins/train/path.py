@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 from ..config import progress_enabled
 from ..eval.datasets import Question, load_dataset
 from ..index.graph import KnowledgeGraph
-from ..methods.frag.path_ranker import Chain, PathRanker, best_chains, chain_key, relation_query
+from ..methods.frag.path_ranker import Chain, PathRanker, best_chains, chain_ends, chain_key, relation_query
 
 #: Hashed word uni/bigram features of the ranker (issue 20). Chosen with ``ties="set"`` on the
 #: training split of the MetaQA bench (2,996 labelled questions, 80/20 inside it); chain accuracy
@@ -80,6 +80,32 @@ def label_questions(
         chains.append([chain_key([rels[r % R] for r in c], [r >= R for r in c]) for c in best])
         kept.append(q)
     return queries, chains, kept, counts
+
+
+def answer_ceiling(graph: KnowledgeGraph, questions: Sequence[Question], *, max_hops: int = 3) -> list[float | None]:
+    """Per question, the expected Hits@1 of an oracle that follows the question's label chain
+    (:func:`label_questions`' chains) and answers with one of its ends at random:
+    ``max(|answers ∩ ends| / |ends|)`` over the tied label chains; ``None`` when unlabelled.
+
+    Below 1 where the KB gives the asked relation more ends than the gold answers. On MetaQA
+    that is its merged same-title films: "who directed [The Italian Job]" reaches both films'
+    directors in the KB (one node per title), the gold names one film's (docs/frag.md). No
+    method that reads only the question and the KB can tell such answers apart, so the mean of
+    this figure bounds Hits@1 in expectation."""
+    from ..index.builders.linking import NameIndex
+    from ..methods.frag.paths import PathGraph
+
+    pg = PathGraph(graph, inverse=True)
+    names = NameIndex.from_graph(graph)
+    out: list[float | None] = []
+    for q in questions:
+        topic = np.array(_rows(graph, [q.topic_entity] if q.topic_entity else [], names), dtype=np.int64)
+        answers = np.unique(np.array(_rows(graph, q.answers, names), dtype=np.int64))
+        hops = q.hops if q.hops and q.hops <= max_hops else None
+        best, _ = best_chains(pg, topic, answers, max_hops=max_hops, hops=hops) if len(topic) else ([], 0.0)
+        ratios = [len(np.intersect1d(e, answers)) / len(e) for e in (chain_ends(pg, topic, c) for c in best) if len(e)]
+        out.append(max(ratios) if ratios else None)
+    return out
 
 
 def train_path_ranker(

@@ -267,6 +267,10 @@ def test_kgqa_report_shape_and_metric_ranges(bench):
     assert set(report["results"]) == {"frag", "frag-zeroshot-simple", "frag-zeroshot-complex", "frag-zeroshot"}
     assert report["path_ranker"]["questions"] == 24 and report["path_ranker"]["labelled"] >= 20
     assert report["hop_classifier"]["train"] == 24
+    # every answer set here is a whole chain end set, so the KB's Hits@1 ceiling is 1 on every hop
+    ceiling = report["hits@1_ceiling"]
+    assert ceiling["by_hops"] == {"1": 1.0, "2": 1.0, "3": 1.0} and ceiling["overall"] == 1.0
+    assert (ceiling["below_1"], ceiling["unlabelled"]) == (0, 0)
     for name, r in report["results"].items():
         assert r["n"] == 12, name
         for block in [r] + list(r["by_hops"].values()):
@@ -327,7 +331,15 @@ def test_report_is_written_and_tabulated(bench):
         assert f"| {name} |" in table
     assert "1-hop" in table and "3-hop" in table
     assert table.count("\n| frag") == 4
+    assert "Hits@1 ceiling of the KB" in table and "1.000 (1-hop 1.000, 2-hop 1.000, 3-hop 1.000)" in table
     print(f"tiny KGQA bench (4 retrievers, 12 questions, training included): {seen['seconds']:.1f}s")
+
+
+def test_cli_trains_on_train_per_hop_questions_by_default():
+    from kgrag_plugins.cli import build_parser
+
+    args = build_parser().parse_args(["bench", "--dataset", "metaqa", "--retrievers", "frag"])
+    assert args.train_per_hop == kgqa.TRAIN_PER_HOP == 3000
 
 
 def test_unknown_kgqa_retriever_lists_the_available_ones(metaqa_dir):

@@ -126,6 +126,19 @@ def best_chains(
     return best, best_f1
 
 
+def chain_ends(pg: Any, topics: np.ndarray, chain: Sequence[int]) -> np.ndarray:
+    """The end set of one signed relation chain (as :func:`best_chains` returns it) from
+    ``topics``, followed with the same set semantics: each step's ends without the topics."""
+    topics = np.unique(np.asarray(topics, dtype=np.int64))
+    nodes = topics
+    for r in chain:
+        pos, _ = pg.gather(nodes)
+        nodes = np.setdiff1d(np.unique(pg.dst[pos][pg.rel[pos] == r].astype(np.int64)), topics, assume_unique=True)
+        if not len(nodes):
+            break
+    return nodes
+
+
 class PathRanker:
     """Question -> relation-chain distribution (see the module docstring)."""
 

@@ -36,9 +36,9 @@ from kgrag_plugins.eval.datasets import Question
 from kgrag_plugins.index.graph import KnowledgeGraph
 from kgrag_plugins.index.store import KnowledgeIndex
 from kgrag_plugins.methods.frag import FRAGRetriever
-from kgrag_plugins.methods.frag.path_ranker import PathRanker, best_chains, chain_key, relation_query
+from kgrag_plugins.methods.frag.path_ranker import PathRanker, best_chains, chain_ends, chain_key, relation_query
 from kgrag_plugins.methods.frag.paths import PathGraph
-from kgrag_plugins.train.path import label_questions, train_path_ranker
+from kgrag_plugins.train.path import answer_ceiling, label_questions, train_path_ranker
 from kgrag_plugins.types import Entity
 
 ALL = 10_000  # max_paths large enough to return every candidate
@@ -502,6 +502,37 @@ def test_label_questions_counts_and_labels(graph):
         ("~starred_actors", "directed_by"),
         ("~starred_actors", "written_by"),
     ]
+
+
+def test_answer_ceiling_is_the_chance_of_a_random_end_of_the_label_chain(graph, pg):
+    from kgrag_plugins.eval.kgqa import hits_ceiling
+
+    # chain_ends follows a signed chain with best_chains' set semantics (= the oracle _ends)
+    chain = (_rid(graph, "starred_actors", inverse=True), _rid(graph, "directed_by"))
+    ends = chain_ends(pg, _rows(graph, ["Tom Hanks"]), chain)
+    assert {graph.entity_ids[int(e)] for e in ends} == _ends("Tom Hanks", ["~starred_actors", "directed_by"])
+    assert len(chain_ends(pg, _rows(graph, ["Big"]), (_rid(graph, "written_by", inverse=True),))) == 0
+
+    # gold = a subset of the asked chain's ends (as MetaQA's merged same-title films give):
+    # a random end is gold with probability |gold ∩ ends| / |ends|
+    qs = [
+        Question("third", "which films did [Penny Marshall] direct", ["Big"], hops=1, topic_entity="Penny Marshall"),
+        Question("all", "who directed [Big]", ["Penny Marshall"], hops=1, topic_entity="Big"),
+        Question("half", "who directed the films starred by [Tom Hanks]", ["Penny Marshall"], hops=2),
+        Question("no-topic", "who directed [Jaws]", ["Steven Spielberg"], hops=1, topic_entity="Jaws"),
+        Question("no-chain", "who directed [Big]", ["Nobody"], hops=1, topic_entity="Big"),
+    ]
+    qs[2].topic_entity = "Tom Hanks"
+    assert _ends("Penny Marshall", ["~directed_by"]) == {"Big", "A League of Their Own", "Awakenings"}
+    assert answer_ceiling(graph, qs) == [pytest.approx(1 / 3), 1.0, 0.5, None, None]
+    # the tied label chains of a director who wrote every film give the same end set
+    woody = Question("w", "which films did [Woody Allen] make", ["Annie Hall"], hops=1, topic_entity="Woody Allen")
+    assert answer_ceiling(graph, [woody]) == [0.5]
+
+    report = hits_ceiling(graph, qs)
+    assert report["overall"] == pytest.approx((1 / 3 + 1 + 0.5) / 3, abs=1e-4)
+    assert report["by_hops"] == {"1": pytest.approx(2 / 3, abs=1e-4), "2": 0.5}
+    assert (report["below_1"], report["unlabelled"]) == (2, 2)
 
 
 def test_train_path_ranker_report(graph, emb):
