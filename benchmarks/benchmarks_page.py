@@ -146,6 +146,10 @@ def _kgqa_tables(reports: list[tuple[str, dict]]) -> list[str]:
                 f"| {ret} | " + " | ".join(cells) + f" | {_fmt(r.get('hits@1'))} | "
                 f"{_fmt((r.get('latency_ms') or {}).get('p50'), '.1f')} |"
             )
+        ceiling = rep.get("hits@1_ceiling")  # since issue 20: what the KB allows (kgqa.hits_ceiling)
+        if ceiling:
+            cells = [_fmt(ceiling["by_hops"].get(h)) for h in hops]
+            lines.append("| *KB ceiling* | " + " | ".join(cells) + f" | {_fmt(ceiling['overall'])} | |")
         lines.append("")
     return lines
 

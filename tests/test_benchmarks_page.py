@@ -44,3 +44,18 @@ def test_page_rows_deltas_ratios_and_disagreement(tmp_path):
     # no dense beside it: no ratio, no delta; the default option row is listed as the retriever
     assert "| translator[fusion=dense-first] | 0.100 | 0.700 | — | — | — | — | — |" in text
     assert "| translator | — | — | — | 0.700 |" in text
+
+
+def test_kgqa_table_shows_the_kb_ceiling_when_the_report_has_it(tmp_path):
+    page = _page()
+    hop = {"1": {"hits@1": 0.9}, "2": {"hits@1": 0.8}}
+    frag = {"hits@1": 0.85, "by_hops": hop, "latency_ms": {"p50": 40.0}}
+    ceiling = {"overall": 0.99, "by_hops": {"1": 0.97, "2": 1.0}, "below_1": 3, "unlabelled": 0}
+    (tmp_path / "new.json").write_text(
+        json.dumps({"dataset": "metaqa", "results": {"frag": frag}, "hits@1_ceiling": ceiling})
+    )
+    (tmp_path / "old.json").write_text(json.dumps({"dataset": "metaqa", "results": {"frag": frag}}))
+    text = page.build(tmp_path)
+    assert text.count("| frag | 0.900 | 0.800 | 0.850 | 40.0 |") == 2
+    assert text.count("| *KB ceiling* | 0.970 | 1.000 | 0.990 | |") == 1  # only the report that has it
+    assert text.index("## metaqa (new.json)") < text.index("*KB ceiling*") < text.index("## metaqa (old.json)")
