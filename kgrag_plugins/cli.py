@@ -358,13 +358,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
         return _cmd_train_dpo(args)
     args.dataset = args.dataset or "metaqa"
     if args.what == "path-ranker":
-        from .train.path import train_path_ranker_cli
+        from .train.path import PATH_RANKER_LIMIT, train_path_ranker_cli
 
         report = train_path_ranker_cli(
             args.out,
             dataset=args.dataset,
             data_dir=args.data_dir,
-            limit=args.limit or 3000,
+            limit=args.limit or PATH_RANKER_LIMIT,
             holdout=0.2 if args.holdout is None else args.holdout,
         )
         print(json.dumps(report, indent=2))
@@ -627,7 +627,7 @@ def build_parser() -> argparse.ArgumentParser:
         "2wikimultihopqa or hotpotqa",
     )
     t.add_argument(
-        "--limit", type=int, default=None, help="questions per dataset, balanced over hops (default 2000 / 3000)"
+        "--limit", type=int, default=None, help="questions per dataset, balanced over hops (default 2000 / 9000)"
     )
     t.add_argument("--holdout", type=float, default=None, help="held-out share (default 0.3 / 0.2)")
     t.add_argument(

@@ -28,6 +28,9 @@ from ..methods.frag.path_ranker import Chain, PathRanker, best_chains, chain_end
 #: +1024 word features 0.980 / 0.956 / 0.953; embedding only, set ties 0.980 / 0.952 / 0.953;
 #: both 0.980 / 0.961 / 0.953.
 LEXICAL_DIM = 1024
+#: ``kgrag train path-ranker``'s default question count (balanced over hops): 3,000 per MetaQA hop
+#: count, as the KGQA bench trains (``eval.kgqa.TRAIN_PER_HOP``; 1,000 per hop before issue 20).
+PATH_RANKER_LIMIT = 9000
 
 
 def _rows(graph: KnowledgeGraph, names: Sequence[str], index: Any) -> list[int]:
@@ -144,7 +147,7 @@ def train_path_ranker_cli(
     *,
     dataset: str = "metaqa",
     data_dir: str | Path | None = None,
-    limit: int = 3000,
+    limit: int = PATH_RANKER_LIMIT,
     holdout: float = 0.2,
     embedder: Any = None,
 ) -> dict[str, Any]:
