@@ -20,7 +20,15 @@ from tqdm.auto import tqdm
 from ..config import progress_enabled
 from ..eval.datasets import Question, load_dataset
 from ..index.graph import KnowledgeGraph
-from ..methods.frag.path_ranker import Chain, PathRanker, best_chains, chain_ends, chain_key, relation_query
+from ..methods.frag.path_ranker import (
+    HUB_CAP,
+    Chain,
+    PathRanker,
+    best_chains,
+    chain_ends,
+    chain_key,
+    relation_query,
+)
 
 #: Hashed word uni/bigram features of the ranker (issue 20). Chosen with ``ties="set"`` on the
 #: training split of the MetaQA bench (2,996 labelled questions, 80/20 inside it); chain accuracy
@@ -44,23 +52,41 @@ def _rows(graph: KnowledgeGraph, names: Sequence[str], index: Any) -> list[int]:
     return out
 
 
+def _search_graph(graph: KnowledgeGraph) -> tuple[Any, Any]:
+    """The path graph (both directions) and name index the label search reads."""
+    from ..index.builders.linking import NameIndex
+    from ..methods.frag.paths import PathGraph
+
+    return PathGraph(graph, inverse=True), NameIndex.from_graph(graph)
+
+
+def _label_search(
+    graph: KnowledgeGraph, pg: Any, names: Any, q: Question, max_hops: int, hub_cap: int
+) -> tuple[np.ndarray, np.ndarray, list[tuple[int, ...]], float]:
+    """``(topic rows, answer rows, best chains, F1)`` of one question (:func:`best_chains`; the
+    question's ``hops`` restricts the length when known); no chains when the topic is unknown."""
+    topic = np.array(_rows(graph, [q.topic_entity] if q.topic_entity else [], names), dtype=np.int64)
+    answers = np.unique(np.array(_rows(graph, q.answers, names), dtype=np.int64))
+    if not len(topic):
+        return topic, answers, [], 0.0
+    hops = q.hops if q.hops and q.hops <= max_hops else None
+    best, f1 = best_chains(pg, topic, answers, max_hops=max_hops, hops=hops, hub_cap=hub_cap)
+    return topic, answers, best, f1
+
+
 def label_questions(
     graph: KnowledgeGraph,
     questions: Sequence[Question],
     *,
     max_hops: int = 3,
-    hub_cap: int = 1000,
+    hub_cap: int = HUB_CAP,
     min_f1: float = 0.1,
     progress: bool = True,
 ) -> tuple[list[str], list[list[Chain]], list[Question], dict[str, int]]:
     """``(relation queries, label chains (ties kept), the labelled questions, counts)`` for
     questions with a topic entity in the graph and a chain reaching their answers (F1 ≥
     ``min_f1``); the question's ``hops`` restricts the chain length when known."""
-    from ..index.builders.linking import NameIndex
-    from ..methods.frag.paths import PathGraph
-
-    pg = PathGraph(graph, inverse=True)
-    names = NameIndex.from_graph(graph)
+    pg, names = _search_graph(graph)
     rels = graph.relations
     R = len(rels)
     queries: list[str] = []
@@ -68,13 +94,10 @@ def label_questions(
     kept: list[Question] = []
     counts = {"questions": len(questions), "no_topic": 0, "no_chain": 0, "labelled": 0}
     for q in tqdm(questions, desc="labelling chains", disable=not progress_enabled(progress), leave=False):
-        topic = _rows(graph, [q.topic_entity] if q.topic_entity else [], names)
-        if not topic:
+        topic, _, best, f1 = _label_search(graph, pg, names, q, max_hops, hub_cap)
+        if not len(topic):
             counts["no_topic"] += 1
             continue
-        answers = _rows(graph, q.answers, names)
-        hops = q.hops if q.hops and q.hops <= max_hops else None
-        best, f1 = best_chains(pg, np.array(topic), np.array(answers), max_hops=max_hops, hops=hops, hub_cap=hub_cap)
         if not best or f1 < min_f1:
             counts["no_chain"] += 1
             continue
@@ -95,17 +118,10 @@ def answer_ceiling(graph: KnowledgeGraph, questions: Sequence[Question], *, max_
     directors in the KB (one node per title), the gold names one film's (docs/frag.md). No
     method that reads only the question and the KB can tell such answers apart, so the mean of
     this figure bounds Hits@1 in expectation."""
-    from ..index.builders.linking import NameIndex
-    from ..methods.frag.paths import PathGraph
-
-    pg = PathGraph(graph, inverse=True)
-    names = NameIndex.from_graph(graph)
+    pg, names = _search_graph(graph)
     out: list[float | None] = []
     for q in questions:
-        topic = np.array(_rows(graph, [q.topic_entity] if q.topic_entity else [], names), dtype=np.int64)
-        answers = np.unique(np.array(_rows(graph, q.answers, names), dtype=np.int64))
-        hops = q.hops if q.hops and q.hops <= max_hops else None
-        best, _ = best_chains(pg, topic, answers, max_hops=max_hops, hops=hops) if len(topic) else ([], 0.0)
+        topic, answers, best, _ = _label_search(graph, pg, names, q, max_hops, HUB_CAP)
         ratios = [len(np.intersect1d(e, answers)) / len(e) for e in (chain_ends(pg, topic, c) for c in best) if len(e)]
         out.append(max(ratios) if ratios else None)
     return out
