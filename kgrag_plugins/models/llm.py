@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Generator
@@ -23,13 +24,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import httpx
 
-from ..config import (
-    DEFAULT_LLM_BREAKER_COOLDOWN,
-    DEFAULT_LLM_BREAKER_FAILURES,
-    DEFAULT_LLM_DEADLINE,
-    env,
-    env_number,
-)
+from ..config import DEFAULT_LLM_DEADLINE, env, env_number
+from .breaker import CircuitBreaker, LLMError, LLMUnavailableError
 
 __all__ = [
     "LLM",
@@ -47,6 +43,8 @@ __all__ = [
 
 #: A chat message: ``{"role": "system" | "user" | "assistant", "content": str}``.
 Message = dict[str, str]
+
+logger = logging.getLogger(__name__)
 
 _ROLES = ("system", "user", "assistant")
 _SNIPPET_CHARS = 300
@@ -80,96 +78,12 @@ class LLM(Protocol):
     ) -> str: ...
 
 
-class LLMError(RuntimeError):
-    """An LLM call failed."""
-
-
 class LLMTimeoutError(LLMError):
     """The LLM did not answer in time (after all retries)."""
 
 
 class LLMResponseError(LLMError):
     """The LLM answered with an HTTP error or a malformed / empty response."""
-
-
-class LLMUnavailableError(LLMError):
-    """The client's circuit breaker is open: the call failed fast without a request."""
-
-
-class CircuitBreaker:
-    """Fail fast on an endpoint that keeps failing (one per client, or shared by passing it).
-
-    Closed: calls go through; every failed attempt (timeout, connection error, HTTP 429/5xx,
-    malformed body) counts, a reply resets the count. ``failures`` consecutive failed attempts,
-    or a call that used up its whole deadline, open the breaker: for ``cooldown`` seconds every
-    call raises :class:`LLMUnavailableError` at once. Half-open: after the cool-down one call is let
-    through as a trial (the others keep failing fast); its reply closes the breaker, its failure
-    opens it again for another ``cooldown``.
-    """
-
-    def __init__(self, failures: int | None = None, cooldown: float | None = None) -> None:
-        self.failures = int(
-            failures if failures is not None else env_number("LLM_BREAKER_FAILURES", DEFAULT_LLM_BREAKER_FAILURES)
-        )
-        self.cooldown = float(
-            cooldown if cooldown is not None else env_number("LLM_BREAKER_COOLDOWN", DEFAULT_LLM_BREAKER_COOLDOWN)
-        )
-        if self.failures < 1:
-            raise ValueError(f"CircuitBreaker failures must be >= 1, got {failures}")
-        if self.cooldown < 0:
-            raise ValueError(f"CircuitBreaker cooldown must be >= 0, got {cooldown}")
-        self.consecutive = 0
-        self._opened_at: float | None = None
-        self._trial = False
-        self._lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        return f"CircuitBreaker(state={self.state!r}, consecutive={self.consecutive}, failures={self.failures})"
-
-    @property
-    def state(self) -> str:
-        """``"closed"``, ``"open"`` or ``"half-open"`` (a trial call is in flight)."""
-        with self._lock:
-            if self._opened_at is None:
-                return "closed"
-            return "half-open" if self._trial else "open"
-
-    def check(self, what: str) -> None:
-        """Raise :class:`LLMUnavailableError` while open; after the cool-down admit one trial call."""
-        with self._lock:
-            if self._opened_at is None:
-                return
-            left = self._opened_at + self.cooldown - time.monotonic()
-            if left > 0:
-                raise LLMUnavailableError(
-                    f"{what} is unavailable: {self.consecutive} consecutive failure(s) opened the circuit "
-                    f"breaker; failing fast for another {left:.1f}s (KGRAG_LLM_BREAKER_COOLDOWN)"
-                )
-            self._opened_at = time.monotonic()  # others keep failing fast until the trial reports
-            self._trial = True
-
-    def success(self) -> None:
-        """The endpoint answered: close the breaker."""
-        with self._lock:
-            self.consecutive, self._opened_at, self._trial = 0, None, False
-
-    def failure(self) -> None:
-        """One failed attempt; opens the breaker at ``failures`` in a row or when a trial fails."""
-        with self._lock:
-            self.consecutive += 1
-            if self._trial or self.consecutive >= self.failures:
-                self._opened_at, self._trial = time.monotonic(), False
-
-    def trip(self) -> None:
-        """Open now (a call used up its whole deadline)."""
-        with self._lock:
-            self.consecutive = max(self.consecutive, 1)
-            self._opened_at, self._trial = time.monotonic(), False
-
-    @property
-    def is_open(self) -> bool:
-        with self._lock:
-            return self._opened_at is not None and not self._trial
 
 
 # --------------------------------------------------------------------------- helpers
@@ -240,6 +154,14 @@ class OpenAICompatibleLLM:
     ``KGRAG_LLM_BREAKER_FAILURES`` = 3 failed attempts, ``KGRAG_LLM_BREAKER_COOLDOWN`` = 30 s)
     makes calls to a dead endpoint fail fast with :class:`LLMUnavailableError`; pass one breaker
     to several clients to share it.
+
+    ``structured`` says how an :class:`~kgrag_plugins.models.structured.OutputSchema` passed as
+    ``complete(..., schema=...)`` is enforced: ``"vllm"`` (vLLM's ``structured_outputs``: JSON, regex
+    and choice; :meth:`VLLMServer.client <kgrag_plugins.models.vllm.VLLMServer.client>` sets it),
+    ``"openai"`` (``response_format`` with a strict ``json_schema``: OpenAI, Ollama's ``/v1``,
+    llama.cpp; a regex or choice is sent unconstrained), ``"auto"`` (the default: ``"openai"`` for
+    JSON schemas), or ``"off"``. A server that refuses the constraint with HTTP 400/422 is asked
+    again without it, and later calls of this client send none (one WARNING).
     """
 
     def __init__(
@@ -255,6 +177,7 @@ class OpenAICompatibleLLM:
         extra_body: dict[str, Any] | None = None,
         deadline: float | None = None,
         breaker: CircuitBreaker | None = None,
+        structured: str = "auto",
     ) -> None:
         base_url = base_url or env("LLM_BASE_URL")
         model = model or env("LLM_MODEL")
@@ -281,6 +204,10 @@ class OpenAICompatibleLLM:
         self.extra_body = dict(extra_body or {})
         self.deadline = deadline
         self.breaker = breaker if breaker is not None else CircuitBreaker()
+        if structured not in ("auto", "vllm", "openai", "off"):
+            raise ValueError(f"structured must be 'auto', 'vllm', 'openai' or 'off', got {structured!r}")
+        self.structured = structured
+        self._schema_refused = False
         self.usage: dict[str, int] = {"prompt_tokens": 0, "completion_tokens": 0, "calls": 0}
         self._lock = threading.Lock()
         self._client: httpx.Client | None = None
@@ -331,12 +258,27 @@ class OpenAICompatibleLLM:
             headers["Authorization"] = f"Bearer {self.api_key}"
         return headers
 
+    @property
+    def supports_schema(self) -> bool:
+        """Whether ``complete(..., schema=...)`` is enforced by the server (see ``structured``)."""
+        return self.structured != "off" and not self._schema_refused
+
+    def _schema_body(self, schema: Any) -> dict[str, Any]:
+        """The request fields that enforce ``schema`` (empty when this server cannot)."""
+        if schema is None or not self.supports_schema:
+            return {}
+        if self.structured == "vllm":
+            return schema.vllm_body()
+        fmt = schema.response_format()
+        return {"response_format": fmt} if fmt is not None else {}
+
     def _payload(
         self,
         prompt: str | list[Message],
         stop: list[str] | None,
         max_tokens: int | None,
         temperature: float | None,
+        schema: Any = None,
     ) -> dict[str, Any]:
         payload: dict[str, Any] = {"model": self.model, "messages": to_messages(prompt)}
         max_tokens = self.default_max_tokens if max_tokens is None else max_tokens
@@ -347,8 +289,19 @@ class OpenAICompatibleLLM:
             payload["temperature"] = temperature
         if stop:
             payload["stop"] = list(stop)
+        payload.update(self._schema_body(schema))
         payload.update(self.extra_body)
         return payload
+
+    def _refused(self, exc: LLMResponseError, payload: dict[str, Any]) -> bool:
+        """A 400/422 to a constrained request: stop sending constraints (once, with a WARNING)."""
+        if not any(k in payload for k in ("structured_outputs", "response_format")):
+            return False
+        if "HTTP 400" not in str(exc) and "HTTP 422" not in str(exc):
+            return False
+        self._schema_refused = True
+        logger.warning("%s refused the structured-output request (%s); sending replies unconstrained", self.url, exc)
+        return True
 
     def _handle_response(self, resp: httpx.Response) -> str:
         """Return the content, raise ``_RetryableFailure`` or (fatal) ``LLMResponseError``."""
@@ -462,9 +415,17 @@ class OpenAICompatibleLLM:
         stop: list[str] | None = None,
         max_tokens: int | None = None,
         temperature: float | None = None,
+        schema: Any = None,
     ) -> str:
-        """Send one chat completion request (with retries) and return the reply text."""
+        """Send one chat completion request (with retries) and return the reply text (``schema``:
+        an :class:`~kgrag_plugins.models.structured.OutputSchema`, enforced as ``structured`` says)."""
         started = time.monotonic()
+        payload = self._payload(prompt, stop, max_tokens, temperature, schema)
+        try:
+            return self._post_planned(started, payload)
+        except LLMResponseError as exc:
+            if not self._refused(exc, payload):
+                raise
         return self._post_planned(started, self._payload(prompt, stop, max_tokens, temperature))
 
     def _post_planned(
@@ -501,10 +462,20 @@ class OpenAICompatibleLLM:
         stop: list[str] | None = None,
         max_tokens: int | None = None,
         temperature: float | None = None,
+        schema: Any = None,
     ) -> str:
         """Async :meth:`complete` (same retry plan; a fresh ``httpx.AsyncClient`` per call)."""
         started = time.monotonic()
-        payload = self._payload(prompt, stop, max_tokens, temperature)
+        payload = self._payload(prompt, stop, max_tokens, temperature, schema)
+        try:
+            return await self._apost(started, payload)
+        except LLMResponseError as exc:
+            if not self._refused(exc, payload):
+                raise
+        return await self._apost(started, self._payload(prompt, stop, max_tokens, temperature))
+
+    async def _apost(self, started: float, payload: dict[str, Any]) -> str:
+        """Drive :meth:`_plan` asynchronously for one chat payload."""
         plan: Generator[tuple[str, float], Any, str] = self._plan(started)
         outcome: Any = None
         async with httpx.AsyncClient(timeout=httpx.Timeout(self.timeout)) as client:

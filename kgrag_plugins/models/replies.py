@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from .llm import LLMError, Message
+from .structured import OutputSchema, schema_enabled
 
 __all__ = ["InvalidReply", "check_text", "complete_validated", "first_line", "is_refusal"]
 
@@ -110,6 +111,7 @@ def complete_validated(
     retry_errors: bool = False,
     context: dict[str, Any] | None = None,
     log: logging.Logger | None = None,
+    schema: OutputSchema | None = None,
     **complete_kwargs: Any,
 ) -> T | None:
     """``validate(llm.complete(prompt, **complete_kwargs))``, retried ``retries`` times (default
@@ -121,9 +123,23 @@ def complete_validated(
     "reply"? (the last invalid one, cut to 200 characters), **context}`` is
     appended to ``errors``. The caller must then take its LLM-free path and must not cache or
     pass on anything from the reply.
+
+    ``schema`` (:class:`~kgrag_plugins.models.structured.OutputSchema`): the reply's shape. It is
+    passed to ``llm.complete`` as ``schema=`` only when the LLM enforces schemas (``supports_schema``);
+    its ``max_tokens`` applies when the call gives none. Every reply is reported to the LLM's
+    ``record_reply(step, valid, constrained)`` when it has one (the QA harness counts valid-reply
+    rates per step that way).
     """
     log = log or logger
     reason, reply = "", ""
+    constrained = schema is not None and schema_enabled(llm)
+    if constrained:
+        complete_kwargs["schema"] = schema
+    if schema is not None and schema.max_tokens is not None and complete_kwargs.get("max_tokens") is None:
+        complete_kwargs["max_tokens"] = schema.max_tokens
+    record = getattr(llm, "record_reply", None)
+    if not callable(record):
+        record = None
     for attempt in range(1, retries + 2):
         try:
             reply = llm.complete(prompt, **complete_kwargs)
@@ -141,9 +157,15 @@ def complete_validated(
             _record(errors, {**entry, **(context or {})}, log)
             return None
         try:
-            return validate(reply)
+            value = validate(reply)
         except InvalidReply as exc:
             reason = str(exc)
+            if record is not None:
+                record(step, False, constrained)
+            continue
+        if record is not None:
+            record(step, True, constrained)
+        return value
     entry = {
         "step": step,
         "kind": "invalid_reply",

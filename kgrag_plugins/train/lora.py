@@ -108,6 +108,9 @@ def load_causal_lm(base_model: str | Path, *, qlora: bool = False) -> tuple[Any,
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError:  # pragma: no cover - environment
         _need("training")
+    from ..models.local_models import resolve_model
+
+    base_model = resolve_model(base_model)  # "smollm2" or a .gguf -> its converted folder
     kwargs: dict[str, Any] = {}
     if qlora:
         kwargs.update(quantization_config=qlora_quantization(), device_map={"": 0})
@@ -189,6 +192,9 @@ def export_merged(adapter_dir: str | Path, out_dir: str | Path, *, base_model: s
         base_model = json.loads(cfg_path.read_text(encoding="utf-8")).get("base_model_name_or_path")
         if not base_model:
             raise ValueError(f"{cfg_path} names no base_model_name_or_path; pass base_model=...")
+    from ..models.local_models import resolve_model
+
+    base_model = resolve_model(base_model)
     base = AutoModelForCausalLM.from_pretrained(str(base_model), dtype="auto")
     merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -469,3 +469,72 @@ def test_as_llm_dispatch(server: FakeOpenAIServer) -> None:
         as_llm("gpt-4")
     with pytest.raises(TypeError, match="complete"):
         as_llm(object())
+
+
+# --------------------------------------------------------------------------- structured outputs
+
+
+def _answer_schema():
+    from kgrag_plugins.models.structured import json_schema
+
+    return json_schema("answer", {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]})
+
+
+def test_structured_vllm_body_and_thinking_off(server: FakeOpenAIServer) -> None:
+    from kgrag_plugins.models.structured import choice_schema, regex_schema
+
+    server.script(("ok", '{"a": "x"}'), ("ok", "yes"), ("ok", "7"))
+    llm = make_llm(server, structured="vllm")
+    assert llm.supports_schema
+    llm.complete("q", schema=_answer_schema())
+    llm.complete("q", schema=choice_schema("yn", ["yes", "no"]))
+    llm.complete("q", schema=regex_schema("num", r"\d+"))
+    so = [b["structured_outputs"] for b in server.bodies]
+    assert so[0] == {"json": {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}}
+    assert so[1] == {"choice": ["yes", "no"]} and so[2] == {"regex": r"\d+"}
+    assert all(b["chat_template_kwargs"] == {"enable_thinking": False} for b in server.bodies)
+    assert all("response_format" not in b for b in server.bodies)
+
+
+def test_structured_openai_response_format_and_plain_calls(server: FakeOpenAIServer) -> None:
+    from kgrag_plugins.models.structured import choice_schema
+
+    server.script(("ok", '{"a": "x"}'), ("ok", "yes"), ("ok", "free"))
+    llm = make_llm(server)  # structured="auto": response_format for JSON schemas
+    llm.complete("q", schema=_answer_schema())
+    llm.complete("q", schema=choice_schema("yn", ["yes", "no"]))  # not expressible: sent plain
+    llm.complete("q")
+    rf = server.bodies[0]["response_format"]
+    assert rf["type"] == "json_schema" and rf["json_schema"]["strict"] is True
+    assert rf["json_schema"]["name"] == "answer" and rf["json_schema"]["schema"]["required"] == ["a"]
+    assert "response_format" not in server.bodies[1] and "structured_outputs" not in server.bodies[1]
+    assert "response_format" not in server.bodies[2]
+
+
+def test_structured_refused_is_retried_plain_once_and_remembered(server: FakeOpenAIServer, caplog) -> None:
+    server.script(("status", 400, b'{"error": "response_format is not supported"}'), ("ok", '{"a": "1"}'), ("ok", "2"))
+    llm = make_llm(server)
+    with caplog.at_level("WARNING"):
+        assert llm.complete("q", schema=_answer_schema()) == '{"a": "1"}'
+    assert "response_format" in server.bodies[0] and "response_format" not in server.bodies[1]
+    assert not llm.supports_schema and "refused the structured-output request" in caplog.text
+    llm.complete("q", schema=_answer_schema())
+    assert "response_format" not in server.bodies[2]
+
+
+def test_structured_off_sends_nothing_and_plain_400_still_raises(server: FakeOpenAIServer) -> None:
+    server.script(("status", 400, b'{"error": "bad"}'))
+    llm = make_llm(server, structured="off")
+    assert not llm.supports_schema
+    with pytest.raises(LLMResponseError):
+        llm.complete("q", schema=_answer_schema())
+    assert len(server.requests) == 1 and "response_format" not in server.bodies[0]
+    with pytest.raises(ValueError, match="structured must be"):
+        make_llm(server, structured="maybe")
+
+
+def test_structured_async_path(server: FakeOpenAIServer) -> None:
+    server.script(("ok", '{"a": "x"}'))
+    llm = make_llm(server, structured="vllm")
+    assert asyncio.run(llm.acomplete("q", schema=_answer_schema())) == '{"a": "x"}'
+    assert server.bodies[0]["structured_outputs"]["json"]["required"] == ["a"]

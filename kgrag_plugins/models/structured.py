@@ -1,0 +1,142 @@
+"""Structured outputs: each structured LLM step declares the shape of its reply, and the backend
+that can enforce it does.
+
+A step passes an :class:`OutputSchema` (a JSON schema, a regex, or a choice among strings) to
+:func:`~kgrag_plugins.models.replies.complete_validated` as ``schema=``. The call forwards it to the
+LLM only when the LLM says it can enforce it (``supports_schema`` is true), so every other LLM
+(framework adapters, user objects) sees the plain call it always saw. The enforcement per backend:
+
+* vLLM's OpenAI server: ``structured_outputs: {"json" | "regex" | "choice": ...}`` in the body
+  (:meth:`OutputSchema.vllm_body`), and ``chat_template_kwargs: {"enable_thinking": false}``;
+* any other OpenAI-compatible server (OpenAI, Ollama's ``/v1``, llama.cpp): ``response_format``
+  with a strict ``json_schema`` (:meth:`OutputSchema.response_format`; a regex has no such form and
+  is sent unconstrained, a choice becomes a one-field JSON enum only where the step asked for JSON);
+* the in-process transformers backend (:class:`~kgrag_plugins.models.local_llm.TransformersLLM`): a
+  logits processor over the schema's regex (:meth:`OutputSchema.to_regex`, JSON schemas compiled
+  with ``outlines_core``).
+
+Validation of the reply stays the last line: a constrained reply is parsed and checked like any other.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["OutputSchema", "choice_schema", "json_schema", "regex_schema", "schema_enabled"]
+
+#: The whitespace a JSON-schema regex allows between tokens (one optional space: short, and
+#: SmolLM2-sized models otherwise fill the budget with newlines).
+JSON_WHITESPACE = r"[ ]?"
+
+
+@dataclass(frozen=True)
+class OutputSchema:
+    """The shape a structured step's reply must have: exactly one of ``json``, ``regex``, ``choice``.
+
+    ``name`` names the step's format (``response_format.json_schema.name`` on OpenAI servers).
+    ``max_tokens`` is the budget that fits the shape (the step's call uses it when it gives none).
+    """
+
+    name: str
+    json: Mapping[str, Any] | None = None
+    regex: str | None = None
+    choice: tuple[str, ...] | None = None
+    max_tokens: int | None = None
+    _regex_cache: dict[str, str] = field(default_factory=dict, compare=False, repr=False, hash=False)
+
+    def __post_init__(self) -> None:
+        given = [k for k in ("json", "regex", "choice") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                f"OutputSchema {self.name!r} needs exactly one of json, regex, choice; got {given or 'none'}"
+            )
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", self.name):
+            raise ValueError(f"OutputSchema name {self.name!r}: use 1-64 letters, digits, '_' or '-'")
+        if self.choice is not None and (not self.choice or not all(isinstance(c, str) and c for c in self.choice)):
+            raise ValueError(f"OutputSchema {self.name!r}: choice needs non-empty strings")
+        if self.regex is not None:
+            re.compile(self.regex)
+
+    @property
+    def kind(self) -> str:
+        """``"json"``, ``"regex"`` or ``"choice"``."""
+        return "json" if self.json is not None else "regex" if self.regex is not None else "choice"
+
+    def to_regex(self) -> str:
+        """A regex every valid reply matches in full (JSON schemas via ``outlines_core``)."""
+        cached = self._regex_cache.get("rx")
+        if cached is not None:
+            return cached
+        if self.regex is not None:
+            rx = self.regex
+        elif self.choice is not None:
+            rx = "|".join(re.escape(c) for c in self.choice)
+        else:
+            try:
+                from outlines_core.json_schema import build_regex_from_schema
+            except ImportError as exc:  # pragma: no cover - outlines_core comes with the local extra
+                raise ImportError(
+                    "enforcing a JSON schema in-process needs outlines_core: pip install 'kgrag-plugins[local]'"
+                ) from exc
+            rx = build_regex_from_schema(json.dumps(self.json), JSON_WHITESPACE)
+        self._regex_cache["rx"] = rx
+        return rx
+
+    def vllm_body(self) -> dict[str, Any]:
+        """Extra body fields for vLLM's OpenAI server (``structured_outputs``, vLLM >= 0.12)."""
+        if self.json is not None:
+            so: dict[str, Any] = {"json": dict(self.json)}
+        elif self.regex is not None:
+            so = {"regex": self.regex}
+        else:
+            so = {"choice": list(self.choice or ())}
+        return {"structured_outputs": so, "chat_template_kwargs": {"enable_thinking": False}}
+
+    def response_format(self) -> dict[str, Any] | None:
+        """OpenAI's ``response_format`` (strict ``json_schema``), or ``None`` for a regex / choice,
+        which that API cannot express."""
+        if self.json is None:
+            return None
+        return {"type": "json_schema", "json_schema": {"name": self.name, "schema": dict(self.json), "strict": True}}
+
+    def matches(self, text: str) -> bool:
+        """Whether ``text`` (stripped) has this shape: JSON parses and has the required keys; a regex
+        or choice matches in full. A cheap check for tests and reports, not a full validator."""
+        s = (text or "").strip()
+        if self.choice is not None:
+            return s in self.choice
+        if self.regex is not None:
+            return re.fullmatch(self.regex, s, flags=re.S) is not None
+        try:
+            value = json.loads(s)
+        except ValueError:
+            return False
+        required = (self.json or {}).get("required", [])
+        return isinstance(value, dict) and all(k in value for k in required) if required else True
+
+
+def json_schema(name: str, schema: Mapping[str, Any], *, max_tokens: int | None = None) -> OutputSchema:
+    """An :class:`OutputSchema` for a JSON reply."""
+    return OutputSchema(name, json=schema, max_tokens=max_tokens)
+
+
+def regex_schema(name: str, pattern: str, *, max_tokens: int | None = None) -> OutputSchema:
+    """An :class:`OutputSchema` for a reply matching ``pattern`` in full."""
+    return OutputSchema(name, regex=pattern, max_tokens=max_tokens)
+
+
+def choice_schema(name: str, options: Sequence[str], *, max_tokens: int | None = None) -> OutputSchema:
+    """An :class:`OutputSchema` for a reply that is exactly one of ``options``."""
+    return OutputSchema(name, choice=tuple(options), max_tokens=max_tokens)
+
+
+def schema_enabled(llm: Any) -> bool:
+    """Whether ``llm`` enforces an :class:`OutputSchema` passed as ``complete(..., schema=...)``."""
+    try:
+        return getattr(llm, "supports_schema", False) is True
+    except Exception:  # a proxy whose attribute lookup fails: treat as no
+        return False
