@@ -29,7 +29,10 @@ def _cmd_bench_qa(args: argparse.Namespace) -> int:
     from .eval.qa import qa_markdown_table, run_qa_bench
     from .eval.qa_llm import resolve_llm
 
-    llm, description, close = resolve_llm(args.llm, args.llm_model)
+    llm_options = {"model": args.llm_model, "deadline": args.llm_deadline, "max_tokens": args.max_tokens}
+    llm, description, close = resolve_llm(
+        args.llm, args.llm_model, deadline=args.llm_deadline, max_tokens=args.max_tokens
+    )
     try:
         report = run_qa_bench(
             args.dataset,
@@ -42,6 +45,11 @@ def _cmd_bench_qa(args: argparse.Namespace) -> int:
             cache_dir=args.cache_dir,
             progress=not args.quiet,
             retriever_opts=args.retriever_opt or (),
+            concurrency=args.concurrency,
+            journal=args.journal,
+            resume=args.resume,
+            llm_retries=args.llm_retries,
+            llm_options={k: v for k, v in llm_options.items() if v is not None},
         )
     finally:
         close()
@@ -56,8 +64,12 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
     if args.qa:
         return _cmd_bench_qa(args)
-    if args.llm or args.systems or args.llm_model:
-        raise ValueError("--llm, --llm-model and --systems apply to --qa only")
+    qa_only = (args.llm, args.systems, args.llm_model, args.llm_deadline, args.max_tokens, args.journal, args.resume)
+    if any(v not in (None, False) for v in qa_only) or args.concurrency != 1 or args.llm_retries != 2:
+        raise ValueError(
+            "--llm, --llm-model, --systems, --llm-deadline, --max-tokens, --concurrency, --journal, --resume "
+            "and --llm-retries apply to --qa only"
+        )
     retrievers = [r.strip() for r in (args.retrievers or "dense,bm25,hybrid").split(",") if r.strip()]
     report = run_bench(
         args.dataset,
@@ -423,17 +435,39 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--llm",
         default=None,
-        metavar="URL|vllm:PATH|scripted",
-        help="--qa: an OpenAI-compatible endpoint, a model for a managed `vllm serve`, or the scripted LLM "
-        "(default: $KGRAG_LLM_BASE_URL)",
+        metavar="URL|vllm:PATH|local:MODEL|scripted",
+        help="--qa: an OpenAI-compatible endpoint, a model for a managed `vllm serve`, an in-process model "
+        "(local:smollm2), or the scripted LLM (default: $KGRAG_LLM_BASE_URL)",
+    )
+    b.add_argument("--llm-deadline", type=float, default=None, metavar="SECONDS", help="--qa: seconds per LLM call")
+    b.add_argument("--max-tokens", type=int, default=None, metavar="N", help="--qa: default reply budget in tokens")
+    b.add_argument(
+        "--concurrency", type=int, default=1, metavar="N", help="--qa: questions of one system in flight at once"
+    )
+    b.add_argument(
+        "--journal",
+        type=Path,
+        default=None,
+        help="--qa: one JSON line per finished question (default: OUT.journal.jsonl with --out, else under "
+        "the cache dir)",
+    )
+    b.add_argument("--resume", action="store_true", help="--qa: continue the journal: finished questions are not rerun")
+    b.add_argument(
+        "--llm-retries",
+        type=int,
+        default=2,
+        metavar="N",
+        help="--qa: reruns of a question whose LLM was unavailable / timed out (after the cool-down) "
+        "before the run stops (default 2)",
     )
     b.add_argument("--llm-model", default=None, help="--qa with --llm URL: model name (default: $KGRAG_LLM_MODEL)")
     b.add_argument(
         "--systems",
         default=None,
-        help="--qa: comma list of no-retrieval, vanilla-rag, vanilla-qe, qe-only, ka-only, full and the agents "
+        help="--qa: comma list of no-retrieval, vanilla-rag, vanilla-qe, qe-only, ka-only, full, "
+        f"vanilla-rag:RETRIEVER (RETRIEVER one of {', '.join(RETRIEVERS)}) and the agents "
         "(self-ask, self-ask+kg-infused, self-rag, ..., cot-rag, sa-rag+cot, decomposition, sa-rag+decomposition); "
-        "default: all",
+        "default: all but vanilla-rag:RETRIEVER",
     )
     b.add_argument(
         "--data-dir", type=Path, default=None, help="benchmark data (default: $KGRAG_DATA_DIR or ../shared/data)"

@@ -28,8 +28,14 @@ code reports; compare with its tables through this one). LLM calls and prompt / 
 tokens per question (the endpoint's ``usage`` when it returns one, else tiktoken ``cl100k_base``
 over the message texts), latency p50 / p95 per question (after an LLM-free warm-up of each system's
 retrievers on the first question), ``fallbacks`` (questions where any LLM
-step fell back: ``llm_error`` in the answer) and ``empty_answers`` (no valid answer: scored as
-wrong, never the invalid reply).
+step fell back: ``llm_error`` in the answer), ``fallback_share`` and ``measured`` (at most 5 %
+fallen back), ``reply_stats`` / ``invalid_replies`` / ``fallback_steps`` per LLM step, ``reruns``
+(after an unavailable LLM), ``questions_per_minute`` and ``empty_answers`` (no valid answer:
+scored as wrong, never the invalid reply). The question loop, the journal (``--resume``) and the
+rerun policy are in :mod:`.qa_run`; metering in :mod:`.qa_meter`.
+
+``vanilla-rag:RETRIEVER``: the ``vanilla-rag`` note + answer over the top 6 of any retriever of
+:data:`~kgrag_plugins.eval.bench.RETRIEVERS`.
 
 ``--retriever-opt NAME.KEY=V1,V2`` runs one row per combination: ``NAME`` is a retriever the
 systems use (``kg-infused``, ``sa-rag``, ``dense``) or a system (agent build options).
@@ -40,33 +46,32 @@ from __future__ import annotations
 import itertools
 import logging
 import re
-import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
-
-from ..config import progress_enabled
 from ..index.store import KnowledgeIndex
 from ..methods.baselines import DenseRetriever
 from ..methods.kg_infused import KGInfusedRetriever
 from ..methods.kg_infused import prompts as P
 from ..methods.kg_infused.retriever import MAX_ANSWER_CHARS, KGInfusedMemory
 from ..methods.sa_rag import SARAGRetriever
-from ..models.llm import LLMError, Message, to_messages
+from ..models.llm import LLMError
 from ..models.replies import check_text, complete_validated
 from ..types import Answer, Evidence
-from .bench import _opt_grid, _write, dataset_index, parse_retriever_opts
+from .bench import DATASET_AWARE, RETRIEVERS, _opt_grid, _write, dataset_index, parse_retriever_opts
 from .datasets import Dataset, load_dataset
-from .metrics import answer_scores, f1_score, mean, percentile
+from .qa_meter import MeteredLLM
+from .qa_run import QAJournal, QARunAborted, default_journal_path, run_questions, summarize_row
 
 __all__ = [
     "AGENT_ALIASES",
     "AGENT_RETRIEVER",
     "KG_INFUSED_VARIANTS",
     "MeteredLLM",
+    "QARunAborted",
+    "VANILLA_RAG_PREFIX",
     "available_systems",
     "kg_infused_system",
     "qa_markdown_table",
@@ -88,111 +93,16 @@ AGENT_RETRIEVER = {"sa-rag+cot": "sa-rag", "sa-rag+decomposition": "sa-rag"}
 #: Harness systems that are a registry agent over another retriever: name -> agent.
 AGENT_ALIASES = {"sa-rag+decomposition": "decomposition"}
 
+#: ``vanilla-rag:RETRIEVER``: the vanilla RAG note + answer over any retriever of
+#: :data:`~kgrag_plugins.eval.bench.RETRIEVERS` (its top 6 instead of the dense top 6).
+VANILLA_RAG_PREFIX = "vanilla-rag:"
+
+#: LLM options a resumed run may change (they decide whether a call times out, not what it
+#: replies): recorded in the journal header's ``info``, not compared by ``--resume``.
+RESUMABLE_OPTIONS = frozenset({"deadline"})
+
 #: Note on the scripted LLM's numbers (table header and JSON).
 SCRIPTED_NOTE = "scripted LLM: these numbers test the plumbing (parsing, control flow, fallbacks), not answer quality"
-
-
-# --------------------------------------------------------------------------- metering
-
-
-def _tiktoken():
-    import tiktoken
-
-    from .. import integrations  # noqa: F401  (sets TIKTOKEN_CACHE_DIR, read at get_encoding time)
-
-    return tiktoken.get_encoding("cl100k_base")
-
-
-class MeteredLLM:
-    """Wraps an LLM and counts calls and prompt / completion tokens.
-
-    Tokens come from the wrapped client's ``usage`` counters when they grow on a call (an
-    OpenAI-compatible endpoint returning ``usage``), else from tiktoken ``cl100k_base`` over the
-    message contents and the reply. Other attributes are the wrapped client's.
-    """
-
-    def __init__(self, llm: Any) -> None:
-        self.llm = llm
-        self.calls = 0
-        self.prompt_tokens = 0
-        self.completion_tokens = 0
-        self.token_source = "tiktoken cl100k_base"
-        self._enc = None
-        self._lock = threading.Lock()
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self.__dict__["llm"], name)
-        if name == "complete_logprobs" and callable(attr):  # Self-RAG's logprob calls are counted too
-            return self._counted_logprobs(attr)
-        return attr
-
-    def _counted_logprobs(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        def complete_logprobs(prompt: str | list[Message], **kwargs: Any) -> Any:
-            messages, before = to_messages(prompt), self._usage()
-            try:
-                out = fn(prompt, **kwargs)
-            except Exception:
-                with self._lock:
-                    self.calls += 1
-                raise
-            self._record(messages, str(getattr(out, "text", "") or ""), before)
-            return out
-
-        return complete_logprobs
-
-    def __repr__(self) -> str:
-        return f"MeteredLLM({self.llm!r}, calls={self.calls})"
-
-    def _count(self, text: str) -> int:
-        if self._enc is None:
-            self._enc = _tiktoken()
-        return len(self._enc.encode(text, disallowed_special=()))
-
-    def _usage(self) -> tuple[int, int] | None:
-        usage = getattr(self.llm, "usage", None)
-        if isinstance(usage, dict) and "prompt_tokens" in usage:
-            return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
-        return None
-
-    def _record(self, messages: list[Message], reply: str, before: tuple[int, int] | None) -> None:
-        after = self._usage()
-        with self._lock:
-            self.calls += 1
-            if before is not None and after is not None and after[0] > before[0]:
-                self.prompt_tokens += after[0] - before[0]
-                self.completion_tokens += after[1] - before[1]
-                self.token_source = "endpoint usage"
-            else:
-                self.prompt_tokens += sum(self._count(m.get("content", "")) for m in messages)
-                self.completion_tokens += self._count(reply)
-
-    def complete(self, prompt: str | list[Message], **kwargs: Any) -> str:
-        """The wrapped ``complete``, counted (a failed call counts as a call with no tokens)."""
-        messages, before = to_messages(prompt), self._usage()
-        try:
-            reply = self.llm.complete(prompt, **kwargs)
-        except Exception:
-            with self._lock:
-                self.calls += 1
-            raise
-        self._record(messages, reply, before)
-        return reply
-
-    async def acomplete(self, prompt: str | list[Message], **kwargs: Any) -> str:
-        """The wrapped ``acomplete``, counted."""
-        messages, before = to_messages(prompt), self._usage()
-        try:
-            reply = await self.llm.acomplete(prompt, **kwargs)
-        except Exception:
-            with self._lock:
-                self.calls += 1
-            raise
-        self._record(messages, reply, before)
-        return reply
-
-    def snapshot(self) -> tuple[int, int, int]:
-        """``(calls, prompt_tokens, completion_tokens)`` so far."""
-        return self.calls, self.prompt_tokens, self.completion_tokens
 
 
 # --------------------------------------------------------------------------- KG-Infused variants
@@ -330,12 +240,31 @@ def available_systems() -> list[str]:
     return list(KG_INFUSED_VARIANTS) + found
 
 
+def check_systems(systems: Sequence[str]) -> None:
+    """Raise :class:`ValueError` naming the systems that are neither available nor
+    ``vanilla-rag:RETRIEVER`` with ``RETRIEVER`` in :data:`~kgrag_plugins.eval.bench.RETRIEVERS`."""
+    known = available_systems()
+    for s in systems:
+        if s.startswith(VANILLA_RAG_PREFIX) and s[len(VANILLA_RAG_PREFIX) :] not in RETRIEVERS:
+            raise ValueError(
+                f"unknown retriever in QA system {s!r}: vanilla-rag:RETRIEVER takes one of {', '.join(RETRIEVERS)}"
+            )
+    unknown = [s for s in systems if s not in known and not s.startswith(VANILLA_RAG_PREFIX)]
+    if unknown:
+        raise ValueError(
+            f"unknown QA system(s) {unknown}; available: {', '.join(known)}, and vanilla-rag:RETRIEVER "
+            f"(RETRIEVER one of {', '.join(RETRIEVERS)})"
+        )
+
+
 def _agent_uses_kg_infused(name: str) -> bool:
     return "kg-infused" in name
 
 
 def _option_targets(system: str) -> list[str]:
     """The ``--retriever-opt`` names that apply to ``system`` (its retrievers, then itself)."""
+    if system.startswith(VANILLA_RAG_PREFIX):
+        return [system[len(VANILLA_RAG_PREFIX) :]]
     if system in KG_INFUSED_VARIANTS:  # the baselines without the KG run once, with defaults
         return ["kg-infused"] if system in KG_SYSTEMS else []
     targets = [AGENT_RETRIEVER.get(system, "dense")]
@@ -368,6 +297,7 @@ class _Indexes:
         self.ds, self.cache_dir, self.progress = ds, cache_dir, progress
         self._plain: KnowledgeIndex | None = None
         self._graph: KnowledgeIndex | None = None
+        self._others: dict[str, KnowledgeIndex] = {}
         self.reused: dict[str, bool] = {}
 
     @property
@@ -384,6 +314,44 @@ class _Indexes:
             )
         return self._graph
 
+    def for_builder(self, builder: str | None) -> KnowledgeIndex:
+        """The index a retriever of :data:`~kgrag_plugins.eval.bench.RETRIEVERS` reads (its builder)."""
+        if builder is None:
+            return self.plain
+        if builder == "mentions":
+            return self.graph
+        if builder not in self._others:
+            self._others[builder], self.reused[builder] = dataset_index(
+                self.ds, cache_dir=self.cache_dir, builder=builder, progress=self.progress
+            )
+        return self._others[builder]
+
+
+def vanilla_rag_system(retriever: Any, kgi: KGInfusedRetriever) -> Callable[[str], Answer]:
+    """``vanilla-rag`` over ``retriever``: note over its top ``2 * kgi.k_passages`` (6), answer."""
+    k = 2 * kgi.k_passages
+
+    def run(question: str) -> Answer:
+        return _note_and_answer(kgi, question, retriever.retrieve(question, k), [])
+
+    return run
+
+
+def _vanilla_rag_over(
+    name: str, combo: dict[str, dict[str, Any]], indexes: _Indexes, llm: MeteredLLM, warm: str
+) -> Callable[[str], Answer]:
+    """``vanilla-rag:NAME``: the retriever built as the retrieval bench builds it (its index,
+    dataset defaults, ``prepare``), ``--retriever-opt NAME.KEY=V`` applied."""
+    factory, _, builder = RETRIEVERS[name]
+    kw = {"dataset": indexes.ds.name} if name in DATASET_AWARE else {}
+    retriever = factory(indexes.for_builder(builder), **kw, **combo.get(name, {}))
+    prepare = getattr(retriever, "prepare", None)
+    if callable(prepare):
+        prepare()
+    if warm:
+        retriever.retrieve(warm, 6)
+    return vanilla_rag_system(retriever, KGInfusedRetriever(indexes.graph, llm=llm))
+
 
 def _warm(question: str, retriever: Any) -> None:
     """LLM-free first use before timing (lazy loads: entity vectors, SA-RAG's caches), as the
@@ -398,6 +366,8 @@ def _build_system(
     system: str, combo: dict[str, dict[str, Any]], indexes: _Indexes, llm: MeteredLLM, warm: str = ""
 ) -> Callable[[str], Answer]:
     """``question -> Answer`` for a system; its retrievers get an LLM-free warm-up on ``warm``."""
+    if system.startswith(VANILLA_RAG_PREFIX):
+        return _vanilla_rag_over(system[len(VANILLA_RAG_PREFIX) :], combo, indexes, llm, warm)
     kgi_opts = combo.get("kg-infused", {})
     if system in KG_INFUSED_VARIANTS:
         kgi = KGInfusedRetriever(indexes.graph, llm=llm, **kgi_opts)
@@ -424,57 +394,6 @@ def _build_system(
     return lambda question: agents.run_agent(graph, question)
 
 
-def _evaluate(
-    run: Callable[[str], Answer], ds: Dataset, llm: MeteredLLM, label: str, progress: bool
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    scores: dict[str, list[float]] = {"em": [], "f1": [], "acc": [], "acc_raw": [], "f1_last_alias": []}
-    latencies: list[float] = []
-    retrievals: list[float] = []
-    fallbacks = empty = 0
-    c0 = llm.snapshot()
-    rows: list[dict[str, Any]] = []
-    for q in tqdm(ds.questions, desc=label, disable=not progress_enabled(progress), leave=False):
-        t0 = time.perf_counter()
-        ans = run(q.question)
-        latencies.append(time.perf_counter() - t0)
-        pred = ans.text or ""
-        sc = answer_scores(pred, q.answers) if q.answers else {"em": 0.0, "f1": 0.0, "acc": 0.0, "acc_raw": 0.0}
-        sc["f1_last_alias"] = f1_score(pred, q.answers[-1]) if q.answers else 0.0
-        for k, v in sc.items():
-            scores[k].append(v)
-        fell_back = bool(ans.metadata.get("llm_error"))
-        fallbacks += fell_back
-        empty += not pred.strip()
-        if isinstance(ans.metadata.get("retrievals"), (int, float)):
-            retrievals.append(float(ans.metadata["retrievals"]))
-        row = {"id": q.id, "prediction": pred, "answers": q.answers, "em": sc["em"], "fallback": fell_back}
-        if fell_back:  # which steps fell back, and why (cut)
-            row["llm_error"] = [
-                {"step": e.get("step", "?"), "error": str(e.get("error", ""))[:200]}
-                for e in ans.metadata["llm_error"]
-                if isinstance(e, dict)
-            ]
-        rows.append(row)
-    c1 = llm.snapshot()
-    n = max(len(ds.questions), 1)
-    out: dict[str, Any] = {k: round(mean(v), 4) for k, v in scores.items()}
-    out.update(
-        n=len(ds.questions),
-        llm_calls=c1[0] - c0[0],
-        llm_calls_per_q=round((c1[0] - c0[0]) / n, 2),
-        prompt_tokens=c1[1] - c0[1],
-        completion_tokens=c1[2] - c0[2],
-        tokens_per_q={"prompt": round((c1[1] - c0[1]) / n, 1), "completion": round((c1[2] - c0[2]) / n, 1)},
-        token_count=llm.token_source,
-        latency_s={"p50": round(percentile(latencies, 50), 3), "p95": round(percentile(latencies, 95), 3)},
-        fallbacks=fallbacks,
-        empty_answers=empty,
-    )
-    if retrievals:
-        out["retrievals_per_q"] = round(mean(retrievals), 2)
-    return out, rows
-
-
 def run_qa_bench(
     dataset: str | Dataset,
     systems: Sequence[str] | None,
@@ -487,22 +406,36 @@ def run_qa_bench(
     cache_dir: str | Path | None = None,
     progress: bool = True,
     retriever_opts: Sequence[str] = (),
+    concurrency: int = 1,
+    journal: str | Path | None | bool = None,
+    resume: bool = False,
+    llm_retries: int = 2,
+    retry_wait: float | None = None,
+    llm_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Run the QA ``systems`` (default :func:`available_systems`) with ``llm`` on ``dataset``;
-    write the JSON report to ``out`` (if given) and return it (``results`` keyed by row label,
-    ``predictions`` per row). ``retriever_opts`` as ``--retriever-opt``: one row per setting."""
+    """Run the QA ``systems`` (default :func:`available_systems`; also ``vanilla-rag:RETRIEVER``)
+    with ``llm`` on ``dataset``; write the JSON report to ``out`` (if given) and return it
+    (``results`` keyed by row label, ``predictions`` per row). ``retriever_opts`` as
+    ``--retriever-opt``: one row per setting.
+
+    ``concurrency``: questions of one row in flight at once (the LLM is shared). ``journal``: the
+    journal file (default :func:`~kgrag_plugins.eval.qa_run.default_journal_path`; ``False``: in
+    memory only); ``resume``: continue it (its config must match: dataset, systems, LLM, limit,
+    ``retriever_opts``, ``llm_options`` but the ``deadline``; concurrency and retries may change).
+    A question whose answer fell back because the LLM was
+    unavailable is rerun after the cool-down (``retry_wait`` seconds, default the LLM breaker's
+    ``cooldown``) up to ``llm_retries`` times; then :class:`QARunAborted` stops the run."""
     if llm is None:
         raise ValueError("run_qa_bench needs an LLM (see resolve_llm: an endpoint URL, vllm:PATH or 'scripted')")
+    if concurrency < 1 or llm_retries < 0:
+        raise ValueError(f"concurrency must be >= 1 and llm_retries >= 0, got {concurrency} and {llm_retries}")
     ds = dataset if isinstance(dataset, Dataset) else load_dataset(dataset, data_dir=data_dir, limit=limit)
     if isinstance(dataset, Dataset) and limit is not None:
         ds = Dataset(ds.name, ds.questions[:limit], ds.corpus)
     if ds.corpus is None:
         raise ValueError(f"{ds.name} has no passage corpus: the QA bench needs one")
     systems = list(systems) if systems else available_systems()
-    known = available_systems()
-    unknown = [s for s in systems if s not in known]
-    if unknown:
-        raise ValueError(f"unknown QA system(s) {unknown}; available: {', '.join(known)}")
+    check_systems(systems)
     opts = parse_retriever_opts(retriever_opts)
     used = {t for s in systems for t in _option_targets(s)}
     for name in opts:
@@ -511,12 +444,24 @@ def run_qa_bench(
                 f"--retriever-opt names {name!r}, which none of the systems uses; "
                 f"options apply to: {', '.join(sorted(used)) or 'nothing'}"
             )
+    config = {
+        "dataset": ds.name,
+        "systems": systems,
+        "llm": llm_name or type(llm).__name__,
+        "limit": limit,
+        "n_questions": len(ds.questions),
+        "retriever_opts": list(retriever_opts),
+        "llm_options": {k: v for k, v in (llm_options or {}).items() if k not in RESUMABLE_OPTIONS},
+    }
+    info = {k: v for k, v in (llm_options or {}).items() if k in RESUMABLE_OPTIONS}
+    info.update(concurrency=concurrency, llm_retries=llm_retries)
+    path = None if journal is False else Path(journal) if journal else default_journal_path(out, cache_dir, config)
+    jrn = QAJournal(path, config, resume=resume, info=info)
     indexes = _Indexes(ds, cache_dir, progress)
     t0 = time.perf_counter()
     corpus_size = len(indexes.plain.passages)
     from .scripted import ScriptedQALLM
 
-    scripted = isinstance(llm, ScriptedQALLM)
     report: dict[str, Any] = {
         "task": "qa",
         "dataset": ds.name,
@@ -524,43 +469,81 @@ def run_qa_bench(
         "corpus_size": corpus_size,
         "llm": llm_name or repr(llm),
         "index_open_or_build_seconds": round(time.perf_counter() - t0, 2),
+        "concurrency": concurrency,
+        "journal": str(path) if path else None,
+        "resumed_questions": jrn.resumed,
         "results": {},
         "predictions": {},
     }
-    if scripted:
+    if isinstance(llm, ScriptedQALLM):
         report["note"] = SCRIPTED_NOTE
+    metered = MeteredLLM(llm, use_usage=concurrency == 1)
+    warm = ds.questions[0].question if ds.questions else ""
     for system in systems:
         for combo in _system_grid(system, opts):
             label = _label(system, combo)
-            metered = MeteredLLM(llm)
-            warm = ds.questions[0].question if ds.questions else ""
-            run = _build_system(system, combo, indexes, metered, warm)
-            result, rows = _evaluate(run, ds, metered, label, progress)
+            if len(jrn.finished(label)) < len(ds.questions):
+                run = _build_system(system, combo, indexes, metered, warm)
+                run_questions(
+                    run, ds.questions, row=label, journal=jrn, llm=metered, concurrency=concurrency,
+                    retries=llm_retries, retry_wait=retry_wait, progress=progress,
+                )  # fmt: skip
+            done = jrn.finished(label)
+            result, rows = summarize_row([done[i] for i in sorted(done)], jrn.sessions.get(label, []))
             result["system"] = system
             if combo:
                 result["options"] = combo
             report["results"][label] = result
             report["predictions"][label] = rows
             logger.info("%s on %s: em=%.3f f1=%.3f", label, ds.name, result["em"], result["f1"])
+            if not result["measured"]:
+                logger.warning(
+                    "%s: not measured (%.0f%% of questions fell back)", label, 100 * result["fallback_share"]
+                )
     report["index_reused"] = indexes.reused
     _write(report, out)
     return report
 
 
+def _status(r: dict[str, Any]) -> str:
+    return "measured" if r.get("measured", True) else f"not measured (fallbacks {100 * r['fallback_share']:.0f}%)"
+
+
 def qa_markdown_table(report: dict[str, Any]) -> str:
-    """The QA report as a markdown table (one row per system / setting)."""
+    """The QA report as markdown: one row per system / setting (a row with more than 5 % of its
+    questions fallen back is marked "not measured"), then the replies per LLM step."""
     note = f"\n\n_{report['note']}_" if report.get("note") else ""
     head = (
         f"**{report['dataset']}** (QA): {report['n_questions']} questions, {report['corpus_size']} passages, "
         f"LLM: {report['llm']}{note}\n\n"
         "| system | EM | F1 | Acc | Acc_raw | F1 last alias | LLM calls/q | prompt tok/q | completion tok/q "
-        "| p50 s | p95 s | fallbacks | empty |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        "| p50 s | p95 s | q/min | fallbacks | empty | status |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     rows = [
         f"| {name} | {r['em']:.3f} | {r['f1']:.3f} | {r['acc']:.3f} | {r['acc_raw']:.3f} | {r['f1_last_alias']:.3f} "
         f"| {r['llm_calls_per_q']:.1f} | {r['tokens_per_q']['prompt']:.0f} | {r['tokens_per_q']['completion']:.0f} "
-        f"| {r['latency_s']['p50']:.2f} | {r['latency_s']['p95']:.2f} | {r['fallbacks']} | {r['empty_answers']} |"
+        f"| {r['latency_s']['p50']:.2f} | {r['latency_s']['p95']:.2f} "
+        f"| {'-' if r.get('questions_per_minute') is None else format(r['questions_per_minute'], '.1f')} "
+        f"| {r['fallbacks']} | {r['empty_answers']} | {_status(r)} |"
         for name, r in report["results"].items()
     ]
-    return head + "\n".join(rows) + "\n"
+    return head + "\n".join(rows) + "\n" + _step_table(report)
+
+
+def _step_table(report: dict[str, Any]) -> str:
+    """Replies per LLM step and system: how many, the valid share, how many were schema-constrained,
+    and the step's fallbacks."""
+    lines = [
+        f"| {name} | {step} | {st['replies']} | {100 * st['valid'] / st['replies'] if st['replies'] else 0:.0f}% "
+        f"| {st['constrained']} | {r.get('fallback_steps', {}).get(step, 0)} |"
+        for name, r in report["results"].items()
+        for step, st in r.get("reply_stats", {}).items()
+    ]
+    if not lines:
+        return ""
+    return (
+        "\n| system | step | replies | valid % | constrained | fallbacks |\n|---|---|---|---|---|---|\n"
+        + "\n".join(lines)
+        + "\n"
+    )

@@ -33,8 +33,8 @@ logger = logging.getLogger(__name__)
 NO_LLM_MESSAGE = (
     "--qa needs an LLM: give --llm URL (an OpenAI-compatible endpoint, e.g. http://localhost:8000/v1, "
     "with --llm-model or KGRAG_LLM_MODEL), --llm vllm:PATH (start `vllm serve PATH`; vLLM lives in its "
-    "own venv, see docs/qa.md), --llm local:MODEL (in-process transformers, e.g. local:smollm2) or --llm scripted (a deterministic offline LLM: plumbing numbers, not "
-    "quality); or set KGRAG_LLM_BASE_URL"
+    "own venv, see docs/qa.md), --llm local:MODEL (in-process transformers, e.g. local:smollm2) or "
+    "--llm scripted (a deterministic offline LLM: plumbing numbers, not quality); or set KGRAG_LLM_BASE_URL"
 )
 
 
