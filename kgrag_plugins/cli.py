@@ -45,7 +45,7 @@ def _cmd_bench_qa(args: argparse.Namespace) -> int:
             cache_dir=args.cache_dir,
             progress=not args.quiet,
             retriever_opts=args.retriever_opt or (),
-            concurrency=args.concurrency,
+            concurrency=args.concurrency[0] if len(args.concurrency) == 1 else args.concurrency,
             journal=args.journal,
             resume=args.resume,
             llm_retries=args.llm_retries,
@@ -59,13 +59,24 @@ def _cmd_bench_qa(args: argparse.Namespace) -> int:
     return 0
 
 
+def _int_list(text: str) -> list[int]:
+    """``"1,8"`` -> ``[1, 8]`` (argparse type of ``--concurrency``)."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected N or N,N,... (integers), got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected integers >= 1, got {text!r}")
+    return values
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     from .eval.bench import markdown_table, run_bench
 
     if args.qa:
         return _cmd_bench_qa(args)
     qa_only = (args.llm, args.systems, args.llm_model, args.llm_deadline, args.max_tokens, args.journal, args.resume)
-    if any(v not in (None, False) for v in qa_only) or args.concurrency != 1 or args.llm_retries != 2:
+    if any(v not in (None, False) for v in qa_only) or args.concurrency != [1] or args.llm_retries != 2:
         raise ValueError(
             "--llm, --llm-model, --systems, --llm-deadline, --max-tokens, --concurrency, --journal, --resume "
             "and --llm-retries apply to --qa only"
@@ -442,7 +453,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--llm-deadline", type=float, default=None, metavar="SECONDS", help="--qa: seconds per LLM call")
     b.add_argument("--max-tokens", type=int, default=None, metavar="N", help="--qa: default reply budget in tokens")
     b.add_argument(
-        "--concurrency", type=int, default=1, metavar="N", help="--qa: questions of one system in flight at once"
+        "--concurrency",
+        type=_int_list,
+        default=[1],
+        metavar="N[,N]",
+        help="--qa: questions of one system in flight at once; several values (1,8) give one row each",
     )
     b.add_argument(
         "--journal",

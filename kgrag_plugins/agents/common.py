@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..methods.sa_rag.cot import MAX_ANSWER_CHARS, _as_text, parse_json_object
-from ..methods.sa_rag.prompts import ANSWERING_SYSTEM, QUESTION_PREFIX
+from ..methods.sa_rag.prompts import ANSWER_SCHEMA, ANSWERING_SYSTEM, QUESTION_PREFIX
 from ..models.llm import as_llm
 from ..models.replies import InvalidReply, check_text, complete_validated, first_line
 from ..types import Evidence
@@ -20,6 +20,8 @@ logger = logging.getLogger("kgrag_plugins.agents")
 
 #: Longest accepted intermediate / sub-question answer (characters).
 MAX_SUB_ANSWER_CHARS = 300
+#: Tokens of a sub-question answer (one short sentence; free text, no schema).
+SUB_ANSWER_MAX_TOKENS = 64
 
 #: Self-Ask markers a model-written answer must not smuggle into the transcript.
 _MARKERS = re.compile(
@@ -77,7 +79,7 @@ def answer_sub_question(
         errors=errors,
         log=logger,
         temperature=0.0,
-        max_tokens=128,
+        max_tokens=SUB_ANSWER_MAX_TOKENS,
     )
 
 
@@ -101,7 +103,7 @@ def json_answer(
         {"role": "user", "content": QUESTION_PREFIX + question},
     ]
     return complete_validated(
-        llm, messages, _json_answer, step=step, errors=errors, log=logger, temperature=0.0, max_tokens=1024
+        llm, messages, _json_answer, step=step, errors=errors, log=logger, temperature=0.0, schema=ANSWER_SCHEMA
     )
 
 

@@ -39,7 +39,7 @@ require("langgraph", "langgraph", "langchain_core", feature="kgrag_plugins.agent
 from langgraph.graph import END, START, StateGraph  # noqa: E402
 
 from ..methods.sa_rag.cot import SARAGCoT, parse_reasoning  # noqa: E402
-from ..methods.sa_rag.prompts import QUESTION_PREFIX, REASONING_SYSTEM  # noqa: E402
+from ..methods.sa_rag.prompts import QUESTION_PREFIX, REASONING_SCHEMA, REASONING_SYSTEM  # noqa: E402
 from ..models.prompting import data_block  # noqa: E402
 from ..models.replies import complete_validated  # noqa: E402
 from .common import context_retrieval, evidence_record, json_answer, llm_of, resolve_step  # noqa: E402
@@ -103,8 +103,8 @@ def cot_graph(
             step="reasoning",
             errors=errors,
             log=logger,
+            schema=REASONING_SCHEMA,
             temperature=0.0,
-            max_tokens=1024,
         )
         steps = list(state.get("steps") or [])
         rec: dict[str, Any] = {"kind": "reason", "step": n}

@@ -37,7 +37,7 @@ from ..methods.sa_rag.cot import _as_text, parse_json_object  # noqa: E402
 from ..models.prompting import data_block  # noqa: E402
 from ..models.replies import InvalidReply, check_text, complete_validated  # noqa: E402
 from .common import MAX_SUB_ANSWER_CHARS, context_retrieval, evidence_record, json_answer, llm_of, resolve_step  # noqa: E402
-from .prompts import DECOMPOSE_SYSTEM  # noqa: E402
+from .prompts import DECOMPOSE_SCHEMA, DECOMPOSE_SYSTEM  # noqa: E402
 from .state import AgentState, add_evidence, add_llm_errors, final_update  # noqa: E402
 
 __all__ = ["decomposition_graph", "parse_decomposition"]
@@ -106,8 +106,8 @@ def decomposition_graph(
             step="decompose",
             errors=errors,
             log=logger,
+            schema=DECOMPOSE_SCHEMA,
             temperature=0.0,
-            max_tokens=512,
         )
         rec: dict[str, Any] = {"kind": "decompose", "sub_questions": subs or []}
         if subs is None:

@@ -21,10 +21,14 @@ with :data:`~kgrag_plugins.models.prompting.DATA_NOTICE`.
 from __future__ import annotations
 
 from ..models.prompting import DATA_NOTICE, data_block
+from ..models.structured import OutputSchema, json_schema, phrase_regex, regex_schema, text_field
 from ..types import Evidence
 
 __all__ = [
+    "DECOMPOSE_SCHEMA",
     "DECOMPOSE_SYSTEM",
+    "SELF_ASK_FINAL_SCHEMA",
+    "SELF_ASK_SCHEMA",
     "SELF_ASK_PROMPT",
     "SUB_ANSWER_SYSTEM",
     "format_context",
@@ -143,3 +147,49 @@ def sub_answer_messages(question: str, evidence: Evidence, *, max_passages: int 
         {"role": "system", "content": SUB_ANSWER_SYSTEM},
         {"role": "user", "content": f"{body}\n\nQuestion: {question}\nAnswer:"},
     ]
+
+
+# --------------------------------------------------------------------------- reply schemas
+
+#: Longest follow-up / sub-question and final answer a constrained reply may hold (characters).
+QUESTION_CHARS = 150
+ANSWER_CHARS = 100
+
+#: One Self-Ask step (App. D.3 format, what :func:`~.self_ask.parse_self_ask` reads): a
+#: ``Follow up: ...?`` line or a ``So the final answer is: ...`` line.
+SELF_ASK_SCHEMA: OutputSchema = regex_schema(
+    "self_ask_step",
+    f"(?:Follow up: {phrase_regex(QUESTION_CHARS - 1, end=chr(92) + '?')}"
+    f"|So the final answer is: {phrase_regex(ANSWER_CHARS)})",
+    max_tokens=64,
+)
+#: The forced last step (``max_steps`` follow-ups asked): the final answer line only.
+SELF_ASK_FINAL_SCHEMA: OutputSchema = regex_schema(
+    "self_ask_final", f"So the final answer is: {phrase_regex(ANSWER_CHARS)}", max_tokens=40
+)
+
+#: :data:`DECOMPOSE_SYSTEM`'s reply: ``{"original_question", "subquestions": [{"id", "question"}]}``
+#: with 1-5 sub-questions (what :func:`~.decompose.parse_decomposition` reads).
+DECOMPOSE_SCHEMA: OutputSchema = json_schema(
+    "decomposition",
+    {
+        "type": "object",
+        "properties": {
+            "original_question": text_field(QUESTION_CHARS),
+            "subquestions": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"id": {"type": "integer"}, "question": text_field(QUESTION_CHARS)},
+                    "required": ["id", "question"],
+                    "additionalProperties": False,
+                },
+                "minItems": 1,
+                "maxItems": 5,
+            },
+        },
+        "required": ["original_question", "subquestions"],
+        "additionalProperties": False,
+    },
+    max_tokens=256,
+)

@@ -47,7 +47,7 @@ from ..models.replies import InvalidReply, check_text, complete_validated, first
 from ..types import Evidence  # noqa: E402
 from .common import MAX_SUB_ANSWER_CHARS, answer_sub_question, evidence_record, llm_of, resolve_step, strip_markers  # noqa: E402
 from .kg_step import KGInfusedPlugin  # noqa: E402
-from .prompts import self_ask_prompt  # noqa: E402
+from .prompts import SELF_ASK_FINAL_SCHEMA, SELF_ASK_SCHEMA, self_ask_prompt  # noqa: E402
 from .retrieve import RetrieveStep  # noqa: E402
 from .state import AgentState, add_evidence, add_llm_errors, final_update, state_evidence  # noqa: E402
 
@@ -114,8 +114,10 @@ def parse_self_ask(
     marker) the first line is the answer when no marker is present.
 
     Raises :class:`~kgrag_plugins.models.replies.InvalidReply` for: no marker; an empty, over-long
-    or refusing follow-up / answer; a follow-up equal to ``question`` or to one in ``previous``
-    (rule 3: never repeat)."""
+    or refusing follow-up / answer; a follow-up equal to one in ``previous`` (rule 3: never
+    repeat), or equal to ``question`` after the first turn. A first follow-up that restates the
+    question is accepted: it retrieves for the question itself (one-shot RAG inside the agent), which
+    is what small models (SmolLM2-135M) do on their first turn; asking it again is a loop."""
     s = _MARKDOWN.sub("", reply or "")
     s = _NEEDED.sub("\n", s)
     fm, am = _FOLLOW.search(s), _FINAL.search(s)
@@ -144,7 +146,7 @@ def _check_follow_up(text: str, question: str, previous: list[str] | tuple[str, 
         raise InvalidReply("empty follow-up question")
     text = check_text(text, single_line=True, max_chars=MAX_SUB_ANSWER_CHARS)
     n = _norm(text)
-    if question and n == _norm(question):
+    if question and previous and n == _norm(question):
         raise InvalidReply("the follow-up repeats the question")
     if any(n == _norm(p) for p in previous):
         raise InvalidReply(f"repeated follow-up question: {text!r}")
@@ -215,8 +217,8 @@ def _build(
             errors=errors,
             log=logger,
             stop=STOP,
+            schema=SELF_ASK_FINAL_SCHEMA if force else SELF_ASK_SCHEMA,
             temperature=0.0,
-            max_tokens=256,
         )
         steps = list(state.get("steps") or [])
         if parsed is None:

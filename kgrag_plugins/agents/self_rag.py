@@ -73,6 +73,7 @@ from langgraph.graph import END, START, StateGraph
 from ..models.llm import LLMError
 from ..models.logprobs import Completion, complete_logprobs_validated, supports_logprobs
 from ..models.replies import check_text, complete_validated, first_line
+from ..models.structured import OutputSchema
 from ..types import Evidence
 from . import self_rag_prompts as P
 from .common import llm_of, resolve_step
@@ -216,14 +217,26 @@ class SelfRAG:
         self.use_seqscore = (mode == "selfrag-tokens") if use_seqscore is None else bool(use_seqscore)
         self.logprobs = bool(logprobs) and self.llm is not None and supports_logprobs(self.llm)
         self.top_logprobs = int(top_logprobs)
-        self.max_new_tokens = max_new_tokens or (100 if mode == "selfrag-tokens" else 64)
+        #: Tokens of a generation (a label's own budget, :data:`.self_rag_prompts.LABEL_MAX_TOKENS`,
+        #: applies unless ``max_new_tokens`` is given).
+        self.max_new_tokens = max_new_tokens or (100 if mode == "selfrag-tokens" else P.ANSWER_MAX_TOKENS)
+        self._label_tokens = max_new_tokens
         self.temperature = float(temperature)
 
     # -- one validated call
 
     def _ask(
-        self, prompt: str, validate: Callable[[Completion], Any], step: str, errors: list, raw: bool = False, **ctx
+        self,
+        prompt: str,
+        validate: Callable[[Completion], Any],
+        step: str,
+        errors: list,
+        raw: bool = False,
+        schema: OutputSchema | None = None,
+        max_tokens: int | None = None,
+        **ctx,
     ) -> Any:
+        max_tokens = max_tokens or self.max_new_tokens
         if self.logprobs:
             return complete_logprobs_validated(
                 self.llm,
@@ -233,7 +246,8 @@ class SelfRAG:
                 errors=errors,
                 context=ctx or None,
                 log=logger,
-                max_tokens=self.max_new_tokens,
+                schema=schema,
+                max_tokens=max_tokens,
                 temperature=self.temperature,
                 top_logprobs=self.top_logprobs,
                 raw=raw,
@@ -246,7 +260,8 @@ class SelfRAG:
             errors=errors,
             context=ctx or None,
             log=logger,
-            max_tokens=self.max_new_tokens,
+            schema=schema,
+            max_tokens=max_tokens,
             temperature=self.temperature,
         )
 
@@ -258,7 +273,9 @@ class SelfRAG:
             probs = P.label_probs(c, labels, offset) if c.tokens else None
             return (probs, "logprobs") if probs else ({token: 1.0}, "label")
 
-        return self._ask(prompt, validate, step, errors, **ctx)
+        schema = P.LABEL_SCHEMAS.get(step)
+        tokens = self._label_tokens or (schema.max_tokens if schema is not None else None)
+        return self._ask(prompt, validate, step, errors, schema=schema, max_tokens=tokens, **ctx)
 
     # -- retrieval decision
 

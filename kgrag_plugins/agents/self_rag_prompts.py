@@ -35,9 +35,11 @@ from collections.abc import Mapping
 from ..models.logprobs import Completion
 from ..models.prompting import DATA_NOTICE, DataPrompt, escape_data
 from ..models.replies import InvalidReply
+from ..models.structured import OutputSchema, choice_schema
 
 __all__ = [
     "CONTROL_TOKENS",
+    "LABEL_SCHEMAS",
     "RELEVANCE_LABELS",
     "RELEVANCE_TOKENS",
     "RETRIEVAL_TOKENS",
@@ -111,6 +113,24 @@ SUPPORT_LABELS = {
     "no": "[No support / Contradictory]",
 }
 UTILITY_LABELS = {str(i): f"[Utility:{i}]" for i in range(1, 6)}
+
+#: Tokens of a prompted critique (one label word) and of a prompted short answer.
+LABEL_MAX_TOKENS = 8
+ANSWER_MAX_TOKENS = 48
+
+
+def _label_schema(name: str, labels: Mapping[str, str]) -> OutputSchema:
+    """The reply is exactly one label word, capitalised as the prompt writes it."""
+    return choice_schema(name, [w.capitalize() for w in labels], max_tokens=LABEL_MAX_TOKENS)
+
+
+#: The schema of each prompted critique, by step name (App. A critiques as label choices).
+LABEL_SCHEMAS: dict[str, OutputSchema] = {
+    "retrieve?": _label_schema("selfrag_retrieve", RETRIEVE_LABELS),
+    "relevant?": _label_schema("selfrag_relevant", RELEVANCE_LABELS),
+    "supported?": _label_schema("selfrag_supported", SUPPORT_LABELS),
+    "useful?": _label_schema("selfrag_useful", UTILITY_LABELS),
+}
 
 RETRIEVE_DECISION = DataPrompt(
     "Decide whether answering the question below would benefit from looking up external documents "

@@ -406,7 +406,7 @@ def run_qa_bench(
     cache_dir: str | Path | None = None,
     progress: bool = True,
     retriever_opts: Sequence[str] = (),
-    concurrency: int = 1,
+    concurrency: int | Sequence[int] = 1,
     journal: str | Path | None | bool = None,
     resume: bool = False,
     llm_retries: int = 2,
@@ -418,7 +418,9 @@ def run_qa_bench(
     (``results`` keyed by row label, ``predictions`` per row). ``retriever_opts`` as
     ``--retriever-opt``: one row per setting.
 
-    ``concurrency``: questions of one row in flight at once (the LLM is shared). ``journal``: the
+    ``concurrency``: questions of one row in flight at once (the LLM is shared); several values
+    (``[1, 8]``) give one row per value, labelled ``SYSTEM@cN``, to compare throughput in one run.
+    ``journal``: the
     journal file (default :func:`~kgrag_plugins.eval.qa_run.default_journal_path`; ``False``: in
     memory only); ``resume``: continue it (its config must match: dataset, systems, LLM, limit,
     ``retriever_opts``, ``llm_options`` but the ``deadline``; concurrency and retries may change).
@@ -427,7 +429,8 @@ def run_qa_bench(
     ``cooldown``) up to ``llm_retries`` times; then :class:`QARunAborted` stops the run."""
     if llm is None:
         raise ValueError("run_qa_bench needs an LLM (see resolve_llm: an endpoint URL, vllm:PATH or 'scripted')")
-    if concurrency < 1 or llm_retries < 0:
+    levels = [concurrency] if isinstance(concurrency, int) else [int(c) for c in concurrency]
+    if not levels or min(levels) < 1 or llm_retries < 0:
         raise ValueError(f"concurrency must be >= 1 and llm_retries >= 0, got {concurrency} and {llm_retries}")
     ds = dataset if isinstance(dataset, Dataset) else load_dataset(dataset, data_dir=data_dir, limit=limit)
     if isinstance(dataset, Dataset) and limit is not None:
@@ -454,7 +457,7 @@ def run_qa_bench(
         "llm_options": {k: v for k, v in (llm_options or {}).items() if k not in RESUMABLE_OPTIONS},
     }
     info = {k: v for k, v in (llm_options or {}).items() if k in RESUMABLE_OPTIONS}
-    info.update(concurrency=concurrency, llm_retries=llm_retries)
+    info.update(concurrency=concurrency if isinstance(concurrency, int) else levels, llm_retries=llm_retries)
     path = None if journal is False else Path(journal) if journal else default_journal_path(out, cache_dir, config)
     jrn = QAJournal(path, config, resume=resume, info=info)
     indexes = _Indexes(ds, cache_dir, progress)
@@ -469,7 +472,7 @@ def run_qa_bench(
         "corpus_size": corpus_size,
         "llm": llm_name or repr(llm),
         "index_open_or_build_seconds": round(time.perf_counter() - t0, 2),
-        "concurrency": concurrency,
+        "concurrency": concurrency if isinstance(concurrency, int) else levels,
         "journal": str(path) if path else None,
         "resumed_questions": jrn.resumed,
         "results": {},
@@ -477,29 +480,27 @@ def run_qa_bench(
     }
     if isinstance(llm, ScriptedQALLM):
         report["note"] = SCRIPTED_NOTE
-    metered = MeteredLLM(llm, use_usage=concurrency == 1)
+    metered = MeteredLLM(llm, use_usage=max(levels) == 1)
     warm = ds.questions[0].question if ds.questions else ""
-    for system in systems:
-        for combo in _system_grid(system, opts):
-            label = _label(system, combo)
-            if len(jrn.finished(label)) < len(ds.questions):
-                run = _build_system(system, combo, indexes, metered, warm)
-                run_questions(
-                    run, ds.questions, row=label, journal=jrn, llm=metered, concurrency=concurrency,
-                    retries=llm_retries, retry_wait=retry_wait, progress=progress,
-                )  # fmt: skip
-            done = jrn.finished(label)
-            result, rows = summarize_row([done[i] for i in sorted(done)], jrn.sessions.get(label, []))
-            result["system"] = system
-            if combo:
-                result["options"] = combo
-            report["results"][label] = result
-            report["predictions"][label] = rows
-            logger.info("%s on %s: em=%.3f f1=%.3f", label, ds.name, result["em"], result["f1"])
-            if not result["measured"]:
-                logger.warning(
-                    "%s: not measured (%.0f%% of questions fell back)", label, 100 * result["fallback_share"]
-                )
+    # one row per system, option combination and concurrency level
+    for system, combo, level in ((s, c, n) for s in systems for c in _system_grid(s, opts) for n in levels):
+        label = _label(system, combo) + (f"@c{level}" if len(levels) > 1 else "")
+        if len(jrn.finished(label)) < len(ds.questions):
+            run = _build_system(system, combo, indexes, metered, warm)
+            run_questions(
+                run, ds.questions, row=label, journal=jrn, llm=metered, concurrency=level,
+                retries=llm_retries, retry_wait=retry_wait, progress=progress,
+            )  # fmt: skip
+        done = jrn.finished(label)
+        result, rows = summarize_row([done[i] for i in sorted(done)], jrn.sessions.get(label, []))
+        result["system"] = system
+        if combo:
+            result["options"] = combo
+        report["results"][label] = result
+        report["predictions"][label] = rows
+        logger.info("%s on %s: em=%.3f f1=%.3f", label, ds.name, result["em"], result["f1"])
+        if not result["measured"]:
+            logger.warning("%s: not measured (%.0f%% of questions fell back)", label, 100 * result["fallback_share"])
     report["index_reused"] = indexes.reused
     _write(report, out)
     return report

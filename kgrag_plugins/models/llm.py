@@ -159,9 +159,10 @@ class OpenAICompatibleLLM:
     ``complete(..., schema=...)`` is enforced: ``"vllm"`` (vLLM's ``structured_outputs``: JSON, regex
     and choice; :meth:`VLLMServer.client <kgrag_plugins.models.vllm.VLLMServer.client>` sets it),
     ``"openai"`` (``response_format`` with a strict ``json_schema``: OpenAI, Ollama's ``/v1``,
-    llama.cpp; a regex or choice is sent unconstrained), ``"auto"`` (the default: ``"openai"`` for
-    JSON schemas), or ``"off"``. A server that refuses the constraint with HTTP 400/422 is asked
-    again without it, and later calls of this client send none (one WARNING).
+    llama.cpp; a regex or choice is sent unconstrained), ``"auto"`` (the default: ``"vllm"`` when the
+    server's ``/models`` lists a model ``owned_by`` vLLM, else ``"openai"``), or ``"off"``. A server
+    that refuses the constraint with HTTP 400/422 is asked again without it, and later calls of this
+    client send none (one WARNING).
     """
 
     def __init__(
@@ -208,6 +209,7 @@ class OpenAICompatibleLLM:
             raise ValueError(f"structured must be 'auto', 'vllm', 'openai' or 'off', got {structured!r}")
         self.structured = structured
         self._schema_refused = False
+        self._auto_mode: str | None = None
         self.usage: dict[str, int] = {"prompt_tokens": 0, "completion_tokens": 0, "calls": 0}
         self._lock = threading.Lock()
         self._client: httpx.Client | None = None
@@ -263,11 +265,32 @@ class OpenAICompatibleLLM:
         """Whether ``complete(..., schema=...)`` is enforced by the server (see ``structured``)."""
         return self.structured != "off" and not self._schema_refused
 
+    def _structured_mode(self) -> str:
+        """``structured``, with ``"auto"`` settled once: ``"vllm"`` when ``GET /models`` says a model
+        is ``owned_by`` vLLM (its ``structured_outputs`` covers regex and choice too), else ``"openai"``."""
+        if self.structured != "auto":
+            return self.structured
+        with self._lock:
+            settled = self._auto_mode
+        if settled is None:
+            settled = "openai"
+            try:
+                resp = self._sync_client().get(f"{self.base_url}/models", headers=self._headers(), timeout=2.0)
+                models = resp.json().get("data", []) if resp.status_code == 200 else []
+                if any(isinstance(m, dict) and m.get("owned_by") == "vllm" for m in models):
+                    settled = "vllm"
+            except (httpx.HTTPError, ValueError, AttributeError):
+                pass
+            with self._lock:
+                self._auto_mode = settled
+            logger.debug("%s: structured outputs via %s", self.base_url, settled)
+        return settled
+
     def _schema_body(self, schema: Any) -> dict[str, Any]:
         """The request fields that enforce ``schema`` (empty when this server cannot)."""
         if schema is None or not self.supports_schema:
             return {}
-        if self.structured == "vllm":
+        if self._structured_mode() == "vllm":
             return schema.vllm_body()
         fmt = schema.response_format()
         return {"response_format": fmt} if fmt is not None else {}

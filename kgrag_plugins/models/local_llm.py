@@ -318,11 +318,13 @@ class TransformersLLM:
         temperature: float | None = None,
         top_logprobs: int = DEFAULT_TOP_LOGPROBS,
         raw: bool = False,
+        schema: OutputSchema | None = None,
     ) -> Completion:
         """A :class:`~kgrag_plugins.models.logprobs.Completion` with each token's log-probability
         and its ``top_logprobs`` alternatives. ``raw=True`` sends ``prompt`` (a string) without
-        the chat template, as ``/v1/completions`` does."""
+        the chat template, as ``/v1/completions`` does. With ``schema`` the alternatives are those
+        the schema allows (the scores after its logits processor)."""
         if raw and not isinstance(prompt, str):
             raise TypeError("raw=True needs a prompt string")
-        text, tokens = self._generate(prompt, None, max_tokens, temperature, None, max(1, top_logprobs), raw)
+        text, tokens = self._generate(prompt, None, max_tokens, temperature, schema, max(1, top_logprobs), raw)
         return Completion(text, tokens)

@@ -35,6 +35,7 @@ import httpx
 
 from .llm import LLMResponseError, Message, _RetryableFailure, _snippet, to_messages
 from .replies import CALL_ERRORS, InvalidReply
+from .structured import OutputSchema, schema_enabled
 
 __all__ = [
     "Completion",
@@ -309,15 +310,25 @@ def complete_logprobs_validated(
     retries: int = 1,
     context: dict[str, Any] | None = None,
     log: logging.Logger | None = None,
+    schema: OutputSchema | None = None,
     **kwargs: Any,
 ) -> T | None:
     """``validate(llm.complete_logprobs(prompt, **kwargs))``, asked again ``retries`` times (default
     once) on :class:`~kgrag_plugins.models.replies.InvalidReply`; ``None`` when the call fails or
     every reply is invalid, after a WARNING and a trace entry ``{"step", "kind": "invalid_reply" |
     "llm_error", "error", "attempts", "reply"?, **context}`` appended to ``errors`` (the same
-    contract as :func:`~kgrag_plugins.models.replies.complete_validated`)."""
+    contract as :func:`~kgrag_plugins.models.replies.complete_validated`, ``schema`` included: it
+    is passed on only to an LLM that enforces schemas and whose ``complete_logprobs`` takes one;
+    its ``max_tokens`` applies when the call gives none; replies go to ``record_reply``)."""
     log = log or logger
     reason, reply = "", ""
+    constrained = schema is not None and schema_enabled(llm) and _takes_schema(llm.complete_logprobs)
+    if constrained:
+        kwargs["schema"] = schema
+    if schema is not None and schema.max_tokens is not None and kwargs.get("max_tokens") is None:
+        kwargs["max_tokens"] = schema.max_tokens
+    record = getattr(llm, "record_reply", None)
+    record = record if callable(record) else None
     for attempt in range(1, retries + 2):
         try:
             out = llm.complete_logprobs(prompt, **kwargs)
@@ -327,12 +338,29 @@ def complete_logprobs_validated(
             return None
         reply = getattr(out, "text", "")
         try:
-            return validate(out)
+            value = validate(out)
         except InvalidReply as exc:
             reason = str(exc)
+            if record is not None:
+                record(step, False, constrained)
+            continue
+        if record is not None:
+            record(step, True, constrained)
+        return value
     entry = {"step": step, "kind": "invalid_reply", "error": f"invalid reply: {reason}", "attempts": retries + 1}
     _record(errors, {**entry, "reply": (reply or "")[:_SNIPPET], **(context or {})}, log)
     return None
+
+
+def _takes_schema(method: Any) -> bool:
+    """Whether ``method`` accepts a ``schema`` keyword (or ``**kwargs``)."""
+    import inspect
+
+    try:
+        params = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "schema" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
 
 
 def _record(errors: list[dict[str, Any]] | None, entry: dict[str, Any], log: logging.Logger) -> None:

@@ -26,7 +26,27 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["OutputSchema", "choice_schema", "json_schema", "regex_schema", "schema_enabled"]
+__all__ = [
+    "OutputSchema",
+    "choice_schema",
+    "json_schema",
+    "literal_regex",
+    "one_of_regex",
+    "phrase_regex",
+    "regex_schema",
+    "schema_enabled",
+    "text_field",
+]
+
+#: Letters and digits a phrase may open with (ASCII, Latin-1 and Latin Extended-A letters: names
+#: like "Zürich" or "Łódź"; other scripts are outside the constrained phrase, a documented limit).
+WORD_CHARS = "A-Za-z0-9\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u017f"
+#: Characters of a one-line phrase after its first: word characters, space and ``,.'()&/%$?-``
+#: (every one counts as a word character for :func:`~kgrag_plugins.models.replies.check_text`;
+#: no ``:`` ``*`` ``#`` ``<`` ``"`` or newline, so a phrase can open no marker, tag or JSON).
+PHRASE_CHARS = WORD_CHARS + " ,.'()&/%$?-"
+#: Characters a regex must escape to mean themselves (Python ``re`` and Rust regex alike).
+_REGEX_META = frozenset("\\.+*?()|[]{}^$#&-~")
 
 #: The whitespace a JSON-schema regex allows between tokens (one optional space: short, and
 #: SmolLM2-sized models otherwise fill the budget with newlines).
@@ -74,7 +94,7 @@ class OutputSchema:
         if self.regex is not None:
             rx = self.regex
         elif self.choice is not None:
-            rx = "|".join(re.escape(c) for c in self.choice)
+            rx = "|".join(literal_regex(c) for c in self.choice)
         else:
             try:
                 from outlines_core.json_schema import build_regex_from_schema
@@ -132,6 +152,34 @@ def regex_schema(name: str, pattern: str, *, max_tokens: int | None = None) -> O
 def choice_schema(name: str, options: Sequence[str], *, max_tokens: int | None = None) -> OutputSchema:
     """An :class:`OutputSchema` for a reply that is exactly one of ``options``."""
     return OutputSchema(name, choice=tuple(options), max_tokens=max_tokens)
+
+
+def literal_regex(text: str) -> str:
+    """``text`` as a regex matching exactly itself (meta characters escaped; readable by Python's
+    ``re``, ``outlines_core`` and vLLM's regex engines alike)."""
+    return "".join("\\" + ch if ch in _REGEX_META else ch for ch in text)
+
+
+def one_of_regex(options: Sequence[str], *, repeat: bool = False, sep: str = "\n") -> str:
+    """A regex matching one of ``options`` literally (``repeat``: one or more, ``sep``-separated)."""
+    alt = "(?:" + "|".join(literal_regex(o) for o in dict.fromkeys(options)) + ")"
+    return f"{alt}(?:{literal_regex(sep)}{alt})*" if repeat else alt
+
+
+def phrase_regex(max_chars: int | None = None, *, end: str = "") -> str:
+    """A one-line phrase: opens with a letter or digit, then :data:`PHRASE_CHARS`; at most
+    ``max_chars`` characters (``None``: unbounded, the call's ``max_tokens`` bounds it; a counted
+    repetition costs ``outlines_core`` ~6 ms a character to compile), then ``end`` (a regex)."""
+    if max_chars is not None and max_chars < 1:
+        raise ValueError(f"max_chars must be >= 1, got {max_chars}")
+    reps = "*" if max_chars is None else f"{{0,{max_chars - 1}}}"
+    return f"[{WORD_CHARS}][{PHRASE_CHARS}]{reps}{end}"
+
+
+def text_field(max_chars: int | None = None) -> dict[str, Any]:
+    """A JSON-schema string holding one :func:`phrase_regex` phrase (a ``pattern``: vLLM, OpenAI
+    strict mode and ``outlines_core`` all enforce it)."""
+    return {"type": "string", "pattern": f"^{phrase_regex(max_chars)}$"}
 
 
 def schema_enabled(llm: Any) -> bool:

@@ -74,7 +74,9 @@ def test_parse_rejects_repeats_and_echo():
     with pytest.raises(InvalidReply, match="repeated"):
         parse_self_ask("Follow up: Who directed JAWS", previous=["Who directed Jaws?"])
     with pytest.raises(InvalidReply, match="repeats the question"):
-        parse_self_ask(f"Follow up: {QUESTION}", question=QUESTION)
+        parse_self_ask(f"Follow up: {QUESTION}", question=QUESTION, previous=["Who directed Jaws?"])
+    # the first turn may restate the question (it retrieves for the question itself)
+    assert parse_self_ask(f"Follow up: {QUESTION}", question=QUESTION).text == QUESTION.rstrip()
     # a bare question line is read as a follow-up; with final_only a bare line is the answer
     assert parse_self_ask("Who directed Jaws?").kind == "follow_up"
     assert parse_self_ask(" Vistula.\nmore", final_only=True).text == "Vistula"

@@ -307,6 +307,23 @@ def test_concurrency_4_gives_the_same_answers_as_1():
     assert all(r["concurrency"] == 4 and r["questions_per_minute"] > 0 for r in four["results"].values())
 
 
+def test_several_concurrency_levels_give_one_row_each(tmp_path):
+    """``--concurrency 1,4``: the throughput comparison in one run (same answers, one row per level)."""
+    llm = FlakyLLM(lambda n: None, delay=0.02)
+    report = _bench(llm, ["vanilla-rag"], 8, journal=tmp_path / "j.jsonl", concurrency=[1, 4])
+    rows = report["results"]
+    assert list(rows) == ["vanilla-rag@c1", "vanilla-rag@c4"] and report["concurrency"] == [1, 4]
+    assert rows["vanilla-rag@c1"]["concurrency"] == 1 and rows["vanilla-rag@c4"]["concurrency"] == 4
+    preds = report["predictions"]
+    assert [p["prediction"] for p in preds["vanilla-rag@c1"]] == [p["prediction"] for p in preds["vanilla-rag@c4"]]
+    assert rows["vanilla-rag@c4"]["questions_per_minute"] > rows["vanilla-rag@c1"]["questions_per_minute"]
+    with pytest.raises(ValueError, match="concurrency"):
+        _bench(llm, ["vanilla-rag"], 2, journal=False, concurrency=[])
+    with pytest.raises(SystemExit) as bad:  # argparse: usage + one error line, exit code 2
+        main(["bench", "--dataset", "sample", "--qa", "--llm", "scripted", "--concurrency", "0,2"])
+    assert bad.value.code == 2
+
+
 # --------------------------------------------------------------------------- vanilla-rag:RETRIEVER
 
 

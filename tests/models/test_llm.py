@@ -38,6 +38,7 @@ class FakeOpenAIServer:
     def __init__(self) -> None:
         self.behaviours: deque[tuple[Any, ...]] = deque()
         self.requests: list[dict[str, Any]] = []  # {"path", "headers", "body"}
+        self.owner = ""  # GET /v1/models answers with this owned_by when set
         self._lock = threading.Lock()
         outer = self
 
@@ -54,6 +55,12 @@ class FakeOpenAIServer:
                     self.wfile.write(body)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout test)
+
+            def do_GET(self) -> None:
+                if self.path == "/v1/models" and outer.owner:
+                    self._send(200, json.dumps({"data": [{"id": "test-model", "owned_by": outer.owner}]}).encode())
+                else:
+                    self._send(404, b'{"error": "not found"}')
 
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
@@ -538,3 +545,14 @@ def test_structured_async_path(server: FakeOpenAIServer) -> None:
     llm = make_llm(server, structured="vllm")
     assert asyncio.run(llm.acomplete("q", schema=_answer_schema())) == '{"a": "x"}'
     assert server.bodies[0]["structured_outputs"]["json"]["required"] == ["a"]
+
+
+def test_structured_auto_detects_a_vllm_server(server: FakeOpenAIServer) -> None:
+    from kgrag_plugins.models.structured import choice_schema
+
+    server.owner = "vllm"
+    server.script(("ok", "yes"), ("ok", "no"))
+    llm = make_llm(server)  # "auto"
+    llm.complete("q", schema=choice_schema("yn", ["yes", "no"]))
+    llm.complete("q", schema=choice_schema("yn", ["yes", "no"]))
+    assert [b["structured_outputs"] for b in server.bodies] == [{"choice": ["yes", "no"]}] * 2

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...models.prompting import DATA_NOTICE, data_block, escape_data
+from ...models.structured import OutputSchema, choice_schema
 
 #: The reasoning module's persona (paper App. A.5, verbatim).
 PERSONA = (
@@ -52,6 +53,13 @@ HOP_ESTIMATION = (
 #: Decoding of the released code (``config.py``): first line of a near-greedy completion.
 STOP = ["\n", "<|eot_id|>", "</s>"]
 MAX_TOKENS = 256
+#: Our budgets (the released code's 256 everywhere): a one-line answer; a copied path of <= 4 hops.
+ANSWER_MAX_TOKENS = 64
+HOP_MAX_TOKENS = 128
+#: Hops a hop-estimation path may have (FRAG-F labels 1..4-hop questions).
+MAX_HOPS = 4
+#: The hop-estimation reply that says no path answers the question.
+NO_PATH = "NO"
 
 
 def reasoning_prompt(question: str, paths: Sequence[str], template: str | None = None) -> str:
@@ -64,3 +72,13 @@ def hop_estimation_prompt(question: str, paths: Sequence[str], template: str | N
     """FRAG-F's prompt: the LLM copies the path that answers the question (or says NO)
     (``template``: a user's replacement of :data:`HOP_ESTIMATION`, same fields)."""
     return (template or HOP_ESTIMATION).format(paths=data_block("paths", paths), question=escape_data(question))
+
+
+def hop_schema(paths: Sequence[str]) -> OutputSchema:
+    """FRAG-F's reply as a choice: one of the shown paths (escaped as in the prompt, single-line,
+    1..:data:`MAX_HOPS` hops) copied exactly, or :data:`NO_PATH`."""
+    from .hop_classifier import count_hops
+
+    shown = [escape_data(p).strip() for p in paths]
+    ok = [p for p in shown if p and "\n" not in p and 1 <= count_hops(p) <= MAX_HOPS]
+    return choice_schema("frag_hop_estimation", [*dict.fromkeys(ok), NO_PATH], max_tokens=HOP_MAX_TOKENS)

@@ -68,7 +68,7 @@ from .hop_classifier import (
 from .linking import TopicLinker
 from .path_ranker import PathRanker, chain_key, relation_query
 from .paths import Candidates, PathGraph, humanise_relation, rank_order, shortest_paths, walk_paths
-from .prompts import MAX_TOKENS, STOP, hop_estimation_prompt, reasoning_prompt
+from .prompts import ANSWER_MAX_TOKENS, STOP, hop_estimation_prompt, hop_schema, reasoning_prompt
 
 #: Longest accepted LLM answer line (characters).
 MAX_ANSWER_CHARS = 300
@@ -613,7 +613,7 @@ class FRAGRetriever(Retriever):
             step="answer",
             errors=errors,
             stop=STOP,
-            max_tokens=MAX_TOKENS,
+            max_tokens=ANSWER_MAX_TOKENS,
             temperature=0.01,
         )
         if text is None:
@@ -642,7 +642,7 @@ class FRAGRetriever(Retriever):
             validate,
             step="hop_estimation",
             stop=STOP,
-            max_tokens=MAX_TOKENS,
+            schema=hop_schema(paths),
         )
         return hops or None
 

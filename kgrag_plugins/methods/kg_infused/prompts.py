@@ -35,6 +35,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from ...models.prompting import DATA_NOTICE, DataPrompt, escape_data
+from ...models.structured import OutputSchema, one_of_regex, regex_schema
 
 __all__ = [
     "ANSWER_WITHOUT_RETRIEVAL",
@@ -52,6 +53,8 @@ __all__ = [
     "format_triple",
     "format_triples",
     "postprocess",
+    "MAX_TOKENS",
+    "selection_schema",
 ]
 
 #: Appended to the instruction paragraph of every prompt that carries retrieved content.
@@ -244,6 +247,29 @@ PROMPTS: dict[str, DataPrompt] = {
     "query_expansion_query_and_triples_summary": QUERY_EXPANSION,
     "aug_passage": AUG_PASSAGE,
 }
+
+
+#: Token budget of each LLM step (the paper decodes up to 1,000 tokens everywhere; these fit the
+#: outputs: a few copied triples, a summary / note paragraph, a short query, a short answer).
+MAX_TOKENS: dict[str, int] = {
+    "triple_selection": 256,
+    "summary": 200,
+    "query_expansion": 48,
+    "write_note": 256,
+    "augment": 320,
+    "answer": 48,
+}
+
+#: What a selection reply may say to select nothing (read by the retriever as an explicit "none").
+NONE_SELECTED = "None"
+
+
+def selection_schema(candidates: Iterable[str]) -> OutputSchema:
+    """Tables 12/13's reply as a regex: one or more candidate triples copied exactly as shown
+    (:func:`format_triple`, one per line), or ``None``. Built per call from the shown candidates."""
+    lines = list(dict.fromkeys(candidates))
+    rx = f"(?:{one_of_regex(lines, repeat=True)}|{NONE_SELECTED})" if lines else NONE_SELECTED
+    return regex_schema("kg_infused_selection", rx, max_tokens=MAX_TOKENS["triple_selection"])
 
 
 # --------------------------------------------------------------------------- formatting

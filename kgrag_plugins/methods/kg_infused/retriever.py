@@ -70,6 +70,7 @@ from ...index.store import KnowledgeIndex
 from ...models.llm import LLMError, as_llm
 from ...models.prompting import DataPrompt
 from ...models.replies import InvalidReply, check_text, complete_validated, first_line
+from ...models.structured import OutputSchema
 from ...types import Answer, Evidence, Passage, ScoredPassage
 from ..activation import (
     MAX_ENTITIES_PER_ROUND,
@@ -154,7 +155,9 @@ class KGInfusedRetriever(Retriever):
         select_per_round / select_min_ratio: LLM-free selection (top 5, score >= 0.8 × best).
         qe_max_words: word budget of the LLM-free expansion's triple appendix and of an LLM's q' (64).
         seed: seed of the per-entity triple sample (42, as the official code).
-        max_new_tokens / temperature: decoding of every LLM call (paper: 1000, greedy).
+        max_new_tokens / temperature: decoding of every LLM call (paper: 1000, greedy; default
+            ``None``: each step's budget, :data:`.prompts.MAX_TOKENS`). Triple selection declares
+            its reply's shape (:func:`.prompts.selection_schema`: the shown candidates or ``None``).
         triple_vectors: ``"index"``: score candidate triples with the index's stored
             :attr:`~kgrag_plugins.index.store.KnowledgeIndex.triple_vectors` (every triple embedded
             once, computed on first use); ``"lazy"``: embed candidates per query through an LRU
@@ -179,7 +182,7 @@ class KGInfusedRetriever(Retriever):
         select_min_ratio: float = 0.8,
         qe_max_words: int = 64,
         seed: int = 42,
-        max_new_tokens: int = 1000,
+        max_new_tokens: int | None = None,
         temperature: float = 0.0,
         triple_vectors: str = "auto",
         cache_size: int = 50_000,
@@ -209,7 +212,9 @@ class KGInfusedRetriever(Retriever):
         self.select_min_ratio = select_min_ratio
         self.qe_max_words = qe_max_words
         self.seed_value = seed
-        self.max_new_tokens = max_new_tokens
+        #: The answer's budget (or the caller's ``max_new_tokens`` for every step).
+        self.max_new_tokens = max_new_tokens or P.MAX_TOKENS["answer"]
+        self._max_tokens = max_new_tokens
         self.temperature = temperature
         if triple_vectors not in ("auto", "index", "lazy"):
             raise ValueError(f"triple_vectors must be 'auto', 'index' or 'lazy', got {triple_vectors!r}")
@@ -249,7 +254,15 @@ class KGInfusedRetriever(Retriever):
         override = self.prompts.get(key)
         return DataPrompt(override) if override is not None else P.PROMPTS[key]
 
-    def _complete(self, prompt: str, validate, step: str, errors: list[dict[str, Any]] | None, **context: Any):
+    def _complete(
+        self,
+        prompt: str,
+        validate,
+        step: str,
+        errors: list[dict[str, Any]] | None,
+        schema: OutputSchema | None = None,
+        **context: Any,
+    ):
         """One validated LLM call (retried once on an invalid reply); ``None`` -> LLM-free path."""
         assert self.llm is not None
         return complete_validated(
@@ -259,7 +272,8 @@ class KGInfusedRetriever(Retriever):
             step=step,
             errors=errors,
             context=context or None,
-            max_tokens=self.max_new_tokens,
+            schema=schema,
+            max_tokens=self._max_tokens or P.MAX_TOKENS.get(step, P.MAX_TOKENS["write_note"]),
             temperature=self.temperature,
         )
 
@@ -337,10 +351,14 @@ class KGInfusedRetriever(Retriever):
         stayed invalid (recorded in the memory's ``llm_errors``)."""
         cmap: dict[str, int] = {}
         shown = []
+        lines: list[str] = []
         for eid, tis in groups:
             fs = [self._triple_fields(ti) for ti in tis]
             for ti, f in zip(tis, fs):
                 cmap.setdefault(SEP.join(f), ti)
+                line = P.format_triple(*f)
+                cmap.setdefault(line[1:-1], ti)  # as shown (escaped), the form the schema allows
+                lines.append(line)
             shown.append((self.graph.name_of(eid), fs))
         if first:
             prompt = self._prompt("triples_selection_before_retri").format(
@@ -361,7 +379,9 @@ class KGInfusedRetriever(Retriever):
                 raise InvalidReply("no candidate triple in the reply")
             return picked
 
-        picked = self._complete(prompt, validate, "triple_selection", _errors_of(memory), round=round_no)
+        picked = self._complete(
+            prompt, validate, "triple_selection", _errors_of(memory), P.selection_schema(lines), round=round_no
+        )
         return picked, (replies[-1] if replies else "")
 
     def activate(self, question: str, memory: ActivationMemory) -> ActivationMemory:

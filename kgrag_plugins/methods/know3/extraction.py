@@ -48,7 +48,7 @@ from ...index.builders.linking import NameIndex, name_key, title_base, title_key
 from ...models.replies import complete_validated
 from ...types import Path
 from ..activation import TextVectorCache
-from .prompts import GENERIC_TERMS, extraction_messages, parse_triples
+from .prompts import EXTRACTION_SCHEMA, GENERIC_TERMS, extraction_messages, parse_triples
 
 logger = logging.getLogger(__name__)
 
@@ -527,7 +527,7 @@ class TripleExtractor:
                 step="triple_extraction",
                 errors=errors,
                 log=logger,
-                max_tokens=1024,
+                schema=EXTRACTION_SCHEMA,
                 temperature=0.0,
             )
             if triples is not None:

@@ -25,7 +25,7 @@ import numpy as np
 from ...models.replies import complete_validated
 from ...types import Passage
 from .extraction import Extraction
-from .prompts import parse_relevance, relevance_messages
+from .prompts import RELEVANCE_SCHEMA, parse_relevance, relevance_messages
 from .query import EnhancedQuery
 
 logger = logging.getLogger(__name__)
@@ -139,7 +139,7 @@ class ReferenceFilter:
                     errors=errors,
                     context={"passage": c.passage.id},
                     log=logger,
-                    max_tokens=512,
+                    schema=RELEVANCE_SCHEMA,
                     temperature=0.0,
                 )
             if verdict is not None:

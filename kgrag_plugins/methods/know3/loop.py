@@ -49,6 +49,7 @@ from ...models.llm import as_llm
 from ...models.replies import complete_validated
 from ...types import Answer, Evidence, Fact, Passage, ScoredPassage
 from ..base import Retriever
+from . import prompts as P
 from .extraction import Extraction, TripleExtractor
 from .filter import Candidate, ReferenceFilter
 from .prompts import parse_answer, parse_query, parse_reference, qa_prompt, query_prompt, reference_prompt
@@ -292,7 +293,7 @@ class Know3Retriever(Retriever):
                 prompt = reference_prompt(q, ents, self.prompts.get("reference_generation"))
                 ref = complete_validated(
                     self.llm, prompt, parse_reference, step="reference_generation",
-                    errors=errors, log=logger, max_tokens=512, temperature=0.0,
+                    errors=errors, log=logger, max_tokens=P.MAX_TOKENS["reference_generation"], temperature=0.0,
                 )  # fmt: skip
                 if ref is not None:
                     p = Passage(f"know3-gen-t{t}-{tag}", ref, "", {"generated": True, "query": tag})
@@ -317,7 +318,8 @@ class Know3Retriever(Retriever):
                 query_prompt(
                     question, [self._ref_text(c.passage) for c in refs], answer, self.prompts.get("query_generation")
                 ),
-                parse_query, step="query_generation", errors=errors, log=logger, max_tokens=128, temperature=0.0,
+                parse_query, step="query_generation", errors=errors, log=logger,
+                max_tokens=P.MAX_TOKENS["query_generation"], temperature=0.0,
             )  # fmt: skip
             if q is not None:
                 return q, "llm"
@@ -338,8 +340,9 @@ class Know3Retriever(Retriever):
 
         prompt = qa_prompt(question, [self._ref_text(c.passage) for c in refs], self.prompts.get("qa"))
         ans = complete_validated(
-            self.llm, prompt, validate, step="answer", errors=errors, log=logger, max_tokens=1024, temperature=0.0
-        )
+            self.llm, prompt, validate, step="answer", errors=errors, log=logger,
+            schema=P.ANSWER_SCHEMA, temperature=0.0,
+        )  # fmt: skip
         if ans is None:
             return "", "", False
         return ans, replies[-1], True

@@ -31,8 +31,13 @@ from typing import Any
 from ...models.llm import Message
 from ...models.prompting import DATA_NOTICE, data_block
 from ...models.replies import InvalidReply, check_text, first_line
+from ...models.structured import PHRASE_CHARS, OutputSchema, phrase_regex, regex_schema
 
 __all__ = [
+    "ANSWER_SCHEMA",
+    "EXTRACTION_SCHEMA",
+    "MAX_TOKENS",
+    "RELEVANCE_SCHEMA",
     "EXTRACTION_SHOTS",
     "EXTRACTION_SYSTEM",
     "GENERIC_TERMS",
@@ -367,3 +372,43 @@ def parse_relevance(reply: str) -> bool:
     if "no" in tail:
         return False
     raise InvalidReply("the reliability verdict is neither yes nor no")
+
+
+# --------------------------------------------------------------------------- reply schemas and budgets
+
+#: Token budget of each LLM step (free-text ones included).
+MAX_TOKENS: dict[str, int] = {
+    "answer": 192,
+    "reference_generation": 256,
+    "query_generation": 48,
+    "triple_extraction": 256,
+    "relevance_check": 160,
+}
+
+
+def _reasoning_then(tail: str) -> str:
+    """Optional one-line reasoning (:data:`~kgrag_plugins.models.structured.PHRASE_CHARS`; its length
+    is bounded by ``max_tokens``: a counted repetition before a literal tail makes the automaton
+    explode) and a space, then ``tail``."""
+    return f"(?:{phrase_regex()} )?{tail}"
+
+
+#: Fig. 6's reply (:func:`parse_answer`): reasoning, then "The answer is <a few words>."
+ANSWER_SCHEMA: OutputSchema = regex_schema(
+    "know3_answer", _reasoning_then(f"The answer is {phrase_regex()}\\."), max_tokens=MAX_TOKENS["answer"]
+)
+
+#: Fig. 10's reply (:func:`parse_relevance`): reasoning, then "The reliability of the passage is yes|no."
+RELEVANCE_SCHEMA: OutputSchema = regex_schema(
+    "know3_relevance", _reasoning_then(f"{RELEVANCE_MARK} (?:yes|no)\\."), max_tokens=MAX_TOKENS["relevance_check"]
+)
+
+_FIELD = f'"{phrase_regex()}"'
+_TRIPLE = f'\\{{"subject": {_FIELD}, "predicate": {_FIELD}, "object": {_FIELD}\\}}'
+#: Fig. 9's reply (:func:`parse_triples`): ``None`` or a JSON list of subject/predicate/object
+#: objects laid out as the paper's shots (a regex: OpenAI's strict JSON mode needs an object root;
+#: field lengths are bounded by the call's ``max_tokens``, so the automaton stays small).
+EXTRACTION_SCHEMA: OutputSchema = regex_schema(
+    "know3_triples", f"None|\\[{_TRIPLE}(?:, {_TRIPLE})*\\]", max_tokens=MAX_TOKENS["triple_extraction"]
+)
+assert "\"" not in PHRASE_CHARS  # a field's phrase can never close its JSON string

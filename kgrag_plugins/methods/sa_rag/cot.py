@@ -13,7 +13,7 @@ from ...models.llm import LLMError, as_llm
 from ...models.prompting import data_block
 from ...models.replies import CALL_ERRORS, InvalidReply, check_text, complete_validated
 from ...types import Answer, Evidence, Fact, ScoredPassage
-from .prompts import ANSWERING_SYSTEM, QUESTION_PREFIX, REASONING_SYSTEM
+from .prompts import ANSWER_SCHEMA, ANSWERING_SYSTEM, QUESTION_PREFIX, REASONING_SCHEMA, REASONING_SYSTEM
 from .retriever import CONTEXT_HEADER, SARAGRetriever
 
 logger = logging.getLogger(__name__)
@@ -127,7 +127,9 @@ class SARAGCoT:
        characters); up to ``answer_attempts`` calls. With none valid the answer is empty and
        ``metadata["llm_error"]`` says why: nothing invalid is passed on as an answer.
 
-    At most ``1 + max_steps`` SA retrievals per question. Temperature 0 throughout.
+    At most ``1 + max_steps`` SA retrievals per question. Temperature 0 throughout. Both calls
+    declare their reply's JSON schema (:data:`.prompts.REASONING_SCHEMA`, :data:`.prompts.ANSWER_SCHEMA`);
+    ``max_tokens`` (default: each schema's budget, 256 / 192) bounds every call.
     """
 
     def __init__(
@@ -137,7 +139,7 @@ class SARAGCoT:
         *,
         max_steps: int = 3,
         answer_attempts: int = 3,
-        max_tokens: int = 1024,
+        max_tokens: int | None = None,
     ) -> None:
         if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 0:
             raise ValueError(f"max_steps must be a non-negative integer, got {max_steps!r}")
@@ -173,6 +175,7 @@ class SARAGCoT:
                 validate,
                 step="reasoning",
                 errors=errors,
+                schema=REASONING_SCHEMA,
                 temperature=0.0,
                 max_tokens=self.max_tokens,
             )
@@ -229,6 +232,7 @@ class SARAGCoT:
                 errors=errors,
                 retries=self.answer_attempts - 1,
                 retry_errors=True,
+                schema=ANSWER_SCHEMA,
                 temperature=0.0,
                 max_tokens=self.max_tokens,
             )

@@ -24,6 +24,7 @@ context; answering = the context, then ``QUESTION_PREFIX + question``.
 from __future__ import annotations
 
 from ...models.prompting import DATA_NOTICE
+from ...models.structured import OutputSchema, json_schema, phrase_regex, text_field
 
 #: Prefix of the user turn that carries the question (the paper's agents send
 #: ``"**Question:  **" + question`` as a separate user message).
@@ -88,4 +89,47 @@ name, a date, a number, yes/no, or a few words. No explanation in the answer its
 Reply with a single JSON object with two string fields and nothing else:
 {"reasoning": "your step-by-step reasoning", "final_answer": "the short answer"}
 """
+)
+
+
+# ---------------------------------------------------------------------- reply schemas
+
+#: Longest ``provided_context`` / ``reasoning`` (characters) and answer / follow-up question a
+#: schema-constrained reply may hold (counted repetitions: ``outlines_core`` compiles ~6 ms each).
+CONTEXT_CHARS = 300
+ANSWER_CHARS = 100
+QUESTION_CHARS = 150
+
+
+def _optional_phrase(max_chars: int) -> dict:
+    return {"type": "string", "pattern": f"^({phrase_regex(max_chars)})?$"}
+
+
+#: :data:`REASONING_SYSTEM`'s reply (§6.3): the four keys the prompt names, in its order.
+REASONING_SCHEMA: OutputSchema = json_schema(
+    "sa_rag_reasoning",
+    {
+        "type": "object",
+        "properties": {
+            "provided_context": text_field(CONTEXT_CHARS),
+            "answer_possible": {"type": "boolean"},
+            "final_answer": _optional_phrase(ANSWER_CHARS),
+            "additional_question": _optional_phrase(QUESTION_CHARS),
+        },
+        "required": ["provided_context", "answer_possible", "final_answer", "additional_question"],
+        "additionalProperties": False,
+    },
+    max_tokens=256,
+)
+
+#: :data:`ANSWERING_SYSTEM`'s reply: ``{"reasoning", "final_answer"}`` (a non-empty short phrase).
+ANSWER_SCHEMA: OutputSchema = json_schema(
+    "sa_rag_answer",
+    {
+        "type": "object",
+        "properties": {"reasoning": text_field(CONTEXT_CHARS), "final_answer": text_field(ANSWER_CHARS)},
+        "required": ["reasoning", "final_answer"],
+        "additionalProperties": False,
+    },
+    max_tokens=192,
 )

@@ -40,7 +40,7 @@ import numpy as np
 
 from ...models.replies import InvalidReply, complete_validated
 from .constraints import SEPARATOR, ConstraintIndex, Direction, TokenTrie, graph_names, parse_clue
-from .prompts import clue_translation_prompt
+from .prompts import CLUE_MAX_TOKENS, clue_translation_prompt
 
 logger = logging.getLogger(__name__)
 
@@ -459,6 +459,7 @@ class ProjectionBackend:
                 step="translator.clue_translation",
                 errors=self.errors,
                 log=logger,
+                max_tokens=CLUE_MAX_TOKENS,
             )
             or []
         )
@@ -487,6 +488,7 @@ class ProjectionBackend:
                 step="translator.entity_choice",
                 errors=self.errors,
                 log=logger,
+                max_tokens=32,
             )
             name = self.project_entity(reply, direction) if reply else None
             if name is None or name in out:
@@ -518,6 +520,7 @@ class ProjectionBackend:
                     step="translator.relation_translation",
                     errors=self.errors,
                     log=logger,
+                    max_tokens=CLUE_MAX_TOKENS,
                 )
                 or []
             )

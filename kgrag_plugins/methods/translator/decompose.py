@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ...models.replies import complete_validated
-from .prompts import decomposition_prompt, parse_next_query
+from .prompts import NEXT_QUERY_SCHEMA, decomposition_prompt, parse_next_query
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +54,9 @@ def next_query(
             return ("stop", None)  # a repeated query would trace the same clues again
         return ("query", q)
 
-    out = complete_validated(llm, prompt, validate, step="translator.decompose", errors=errors, log=logger)
+    out = complete_validated(
+        llm, prompt, validate, step="translator.decompose", errors=errors, log=logger, schema=NEXT_QUERY_SCHEMA
+    )
     return out if out is not None else ("failed", None)
 
 

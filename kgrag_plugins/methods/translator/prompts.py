@@ -16,6 +16,7 @@ from typing import Sequence
 
 from ...models.prompting import DATA_NOTICE, data_block
 from ...models.replies import InvalidReply
+from ...models.structured import OutputSchema, phrase_regex, regex_schema
 
 CLUE_TRANSLATION = (
     "Given a query, your task is to provide evidence in a pair format to help answer the query. "
@@ -42,6 +43,18 @@ DECOMPOSITION = (
 )
 
 NEXT_QUERY_MARK = "So the next search query is"
+#: Prompt ❸'s reply (:func:`parse_next_query`) under constraints: the marker first, then the next
+#: query or ``None``. The prompt's optional thinking is left out of the constrained shape: bounded,
+#: it makes the token automaton explode (a counted repetition before the marker); unbounded, a small
+#: model (SmolLM2-135M) thinks until ``max_tokens`` and never reaches the marker. Unconstrained
+#: backends still get the thinking the prompt invites, and the parser accepts both.
+NEXT_QUERY_SCHEMA: OutputSchema = regex_schema(
+    "translator_next_query",
+    f"{NEXT_QUERY_MARK}: (?:None|{phrase_regex()})",
+    max_tokens=160,
+)
+#: Prompt ❶'s budget (a few ``ENTITY@@RELATION`` lines; free text, checked by the clue parser).
+CLUE_MAX_TOKENS = 96
 _NEXT = re.compile(r"so\s+the\s+next\s+search\s+query\s+is\s*[:：]?\s*(.*)", re.I | re.S)
 _NONE = re.compile(r"^[\"'`*\s]*none[\"'`*.\s]*$", re.I)
 
