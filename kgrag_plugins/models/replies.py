@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from .llm import LLMError, Message
 from .structured import OutputSchema, schema_enabled
 
-__all__ = ["InvalidReply", "check_text", "complete_validated", "first_line", "is_refusal"]
+__all__ = ["InvalidReply", "apply_schema", "check_text", "complete_validated", "first_line", "is_refusal"]
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +100,25 @@ def _record(errors: list[dict[str, Any]] | None, entry: dict[str, Any], log: log
         errors.append(entry)
 
 
+def _ignore_reply(step: str, valid: bool, constrained: bool) -> None:
+    return None
+
+
+def apply_schema(
+    llm: Any, schema: OutputSchema | None, kwargs: dict[str, Any], *, accepts_schema: bool = True
+) -> tuple[bool, Callable[[str, bool, bool], None]]:
+    """Prepare one validated call: put ``schema`` into ``kwargs`` when ``llm`` enforces schemas (and
+    the method takes one: ``accepts_schema``), its ``max_tokens`` when the call gives none; return
+    ``(constrained, record_reply)`` (the LLM's ``record_reply``, or a no-op)."""
+    constrained = schema is not None and accepts_schema and schema_enabled(llm)
+    if constrained:
+        kwargs["schema"] = schema
+    if schema is not None and schema.max_tokens is not None and kwargs.get("max_tokens") is None:
+        kwargs["max_tokens"] = schema.max_tokens
+    record = getattr(llm, "record_reply", None)
+    return constrained, record if callable(record) else _ignore_reply
+
+
 def complete_validated(
     llm: Any,
     prompt: str | list[Message],
@@ -132,14 +151,7 @@ def complete_validated(
     """
     log = log or logger
     reason, reply = "", ""
-    constrained = schema is not None and schema_enabled(llm)
-    if constrained:
-        complete_kwargs["schema"] = schema
-    if schema is not None and schema.max_tokens is not None and complete_kwargs.get("max_tokens") is None:
-        complete_kwargs["max_tokens"] = schema.max_tokens
-    record = getattr(llm, "record_reply", None)
-    if not callable(record):
-        record = None
+    constrained, record = apply_schema(llm, schema, complete_kwargs)
     for attempt in range(1, retries + 2):
         try:
             reply = llm.complete(prompt, **complete_kwargs)
@@ -160,11 +172,9 @@ def complete_validated(
             value = validate(reply)
         except InvalidReply as exc:
             reason = str(exc)
-            if record is not None:
-                record(step, False, constrained)
+            record(step, False, constrained)
             continue
-        if record is not None:
-            record(step, True, constrained)
+        record(step, True, constrained)
         return value
     entry = {
         "step": step,

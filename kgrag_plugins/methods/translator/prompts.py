@@ -46,11 +46,12 @@ NEXT_QUERY_MARK = "So the next search query is"
 #: Prompt ❸'s reply (:func:`parse_next_query`) under constraints: the marker first, then the next
 #: query or ``None``. The prompt's optional thinking is left out of the constrained shape: bounded,
 #: it makes the token automaton explode (a counted repetition before the marker); unbounded, a small
-#: model (SmolLM2-135M) thinks until ``max_tokens`` and never reaches the marker. Unconstrained
+#: model (SmolLM2-135M) thinks until ``max_tokens`` and never reaches the marker. The query is at
+#: most 150 characters (the parser refuses over 400; after the fixed marker the count is cheap). Unconstrained
 #: backends still get the thinking the prompt invites, and the parser accepts both.
 NEXT_QUERY_SCHEMA: OutputSchema = regex_schema(
     "translator_next_query",
-    f"{NEXT_QUERY_MARK}: (?:None|{phrase_regex()})",
+    f"{NEXT_QUERY_MARK}: (?:None|{phrase_regex(150)})",
     max_tokens=160,
 )
 #: Prompt ❶'s budget (a few ``ENTITY@@RELATION`` lines; free text, checked by the clue parser).
