@@ -98,3 +98,18 @@ def test_summary_prints_real_numbers_or_points_to_the_readme(monkeypatch, sample
         lines[-1].startswith("Real-dataset numbers") and "README" in lines[-1] and "activation 0.750" in buf.getvalue()
     )
     assert demo._kgqa_benchmark_lines() == []
+
+
+def test_llm_demo_with_smollm2_answers_side_by_side():
+    """`kgrag demo --llm smollm2`: the real model answers from activation-retrieved passages and
+    closed-book; a reply that fails validation would be shown as such, never as an answer."""
+    import io
+
+    from kgrag_plugins.demo_llm import run_llm_demo
+
+    out = io.StringIO()
+    acc = run_llm_demo(out, "smollm2", n=1)
+    text = out.getvalue()
+    assert "passages (activation):" in text and "answer with passages :" in text and "answer closed-book   :" in text
+    assert set(acc) == {"retrieved", "closed_book"} and all(0.0 <= v <= 1.0 for v in acc.values())
+    assert "Gold answer contained:" in text

@@ -374,3 +374,57 @@ def test_cli_passes_llm_options_and_records_them(tmp_path, monkeypatch, capsys):
     assert "another config" in capsys.readouterr().err
     assert main(["bench", "--dataset", "sample", "--resume"]) == 2
     assert "apply to --qa only" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- a real server that stalls
+
+
+def test_a_real_server_that_stalls_once_is_waited_out_and_retried():
+    """An OpenAI-compatible HTTP server on 127.0.0.1 stalls past the client's deadline on its first
+    request: the call times out, the breaker opens, the harness waits out the cool-down and reruns the
+    question, which is then measured (never a fallback recorded as the answer)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from kgrag_plugins.models.llm import OpenAICompatibleLLM
+
+    seen: list[float] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            seen.append(time.monotonic())
+            if len(seen) == 1:
+                time.sleep(1.0)  # the stall: past the 0.4 s deadline
+            body = json.dumps({"choices": [{"message": {"role": "assistant", "content": "Paris"}}]}).encode()
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    try:
+        llm = OpenAICompatibleLLM(
+            base_url=f"http://127.0.0.1:{httpd.server_address[1]}/v1",
+            model="m",
+            deadline=0.4,
+            max_retries=0,
+            breaker=CircuitBreaker(failures=1, cooldown=0.3),
+        )
+        report = _bench(llm, ["no-retrieval"], 2, journal=False)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    r = report["results"]["no-retrieval"]
+    assert r["measured"] and r["fallbacks"] == 0 and r["reruns"] == 1
+    assert [p["prediction"] for p in report["predictions"]["no-retrieval"]] == ["Paris", "Paris"]
+    assert len(seen) == 3 and seen[1] - seen[0] >= 0.3  # the rerun came after the cool-down

@@ -164,6 +164,8 @@ NOT_PROMPTS |= {"NEXT_QUERY_MARK", "parse_next_query", "parse_qa"}  # the transl
 NOT_PROMPTS |= {"parse_answer", "parse_reference", "parse_query", "parse_triples", "parse_relevance", "RELEVANCE_MARK"}
 NOT_PROMPTS |= set(prompting.__all__)  # the shared sentences, imported
 NOT_PROMPTS |= {"NEEDED_LINE", "FINAL_CUE"}  # Self-Ask markers (no retrieved text: self_ask_prompt)
+# reply schemas and their literals (models/structured.py: what a reply may look like, no prompt text)
+NOT_PROMPTS |= {"NO_PATH", "hop_schema", "NONE_SELECTED", "selection_schema", "PHRASE_CHARS"}
 
 
 def _blocks(text: str) -> list[tuple[str, int, int]]:
