@@ -38,13 +38,14 @@ NO_LLM_MESSAGE = (
 )
 
 
-def start_vllm(path: str, *, timeout: float = 900.0) -> tuple[OpenAICompatibleLLM, Callable[[], None]]:
-    """A managed vLLM server for ``PATH`` (a folder or a known name such as ``smollm2``) on 127.0.0.1
-    (:class:`~kgrag_plugins.models.vllm.VLLMServer`); returns the client and a function that stops the server."""
-    from ..models.local_models import resolve_model
+def start_vllm(
+    path: str, *, timeout: float = 900.0, **client_opts: Any
+) -> tuple[OpenAICompatibleLLM, Callable[[], None]]:
+    """A managed vLLM server for ``PATH`` (a folder or a known name such as ``smollm2``, which
+    :class:`~kgrag_plugins.models.vllm.VLLMServer` resolves and serves under that name) on 127.0.0.1;
+    returns the client (``client_opts`` go to it) and a function that stops the server."""
     from ..models.vllm import VLLMNotFoundError, VLLMServer, VLLMStartupError
 
-    path = resolve_model(path)
     try:
         srv = VLLMServer(path, startup_timeout=timeout).start()
     except VLLMNotFoundError as e:
@@ -55,7 +56,7 @@ def start_vllm(path: str, *, timeout: float = 900.0) -> tuple[OpenAICompatibleLL
         ) from e
     except VLLMStartupError as e:
         raise ValueError(f"--llm vllm:{path}: {e}") from e
-    return srv.client(), srv.stop
+    return srv.client(**client_opts), srv.stop
 
 
 def resolve_llm(
@@ -84,9 +85,7 @@ def resolve_llm(
         path = spec[len("vllm:") :]
         if not path:
             raise ValueError("--llm vllm:PATH needs a model path or hub id after 'vllm:'")
-        llm, stop = start_vllm(path)
-        for key, value in opts.items():
-            setattr(llm, key, value)
+        llm, stop = start_vllm(path, **opts)
         return llm, f"vllm serve {path}", stop
     if spec.startswith("local:"):
         from ..models.local_llm import TransformersLLM

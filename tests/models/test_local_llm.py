@@ -193,3 +193,27 @@ def test_output_schema_checks() -> None:
     j = json_schema("j", {"type": "object", "properties": {"k": {"type": "integer"}}, "required": ["k"]})
     assert j.matches('{"k": 1}') and not j.matches('{"x": 1}') and not j.matches("nope")
     assert j.response_format()["json_schema"]["strict"] is True and s.response_format() is None
+
+
+def test_vllm_spec_serves_the_known_name_with_the_client_options(smollm2_dir: str, monkeypatch, tmp_path) -> None:
+    """`--llm vllm:smollm2`: the server gets the converted folder, answers to "smollm2", and the
+    client gets --llm-deadline / --max-tokens (no server is started: start() is replaced)."""
+    from kgrag_plugins.eval.qa_llm import resolve_llm
+    from kgrag_plugins.models import vllm as V
+
+    commands: list[list[str]] = []
+
+    def fake_start(self):
+        self.port = 1
+        commands.append(self.command())
+        return self
+
+    monkeypatch.setattr(V.VLLMServer, "start", fake_start)
+    monkeypatch.setattr(V, "find_vllm", lambda: str(tmp_path / "vllm"))
+    llm, desc, stop = resolve_llm("vllm:smollm2", deadline=7, max_tokens=11)
+    cmd = commands[0]
+    assert cmd[2] == smollm2_dir and cmd[cmd.index("--served-model-name") + 1] == "smollm2"
+    assert "--enforce-eager" in cmd
+    assert llm.model == "smollm2" and llm.deadline == 7 and llm.default_max_tokens == 11
+    assert llm.structured == "vllm" and desc == "vllm serve smollm2"
+    stop()
