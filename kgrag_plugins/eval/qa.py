@@ -174,6 +174,8 @@ def kg_infused_system(variant: str, kgi: KGInfusedRetriever) -> Callable[[str], 
     def vanilla(question: str) -> Evidence:
         return dense.retrieve(question, 2 * k_each)
 
+    vanilla_dense = vanilla_rag_system(dense, kgi)
+
     def run(question: str) -> Answer:
         errors: list[dict[str, Any]] = []
         if variant == "no-retrieval":
@@ -181,8 +183,7 @@ def kg_infused_system(variant: str, kgi: KGInfusedRetriever) -> Callable[[str], 
         if variant == "full":
             return kgi.run(question)
         if variant == "vanilla-rag":
-            ev = vanilla(question)
-            return _note_and_answer(kgi, question, ev, errors)
+            return vanilla_dense(question)
         if variant == "vanilla-qe":
             memory = KGInfusedMemory(kgi.graph, (), question)  # empty: Table 10 prompt, errors recorded
             expanded = kgi.expand_query(question, "", memory)
@@ -349,7 +350,7 @@ def _vanilla_rag_over(
     if callable(prepare):
         prepare()
     if warm:
-        retriever.retrieve(warm, 6)
+        _warm(warm, retriever)
     return vanilla_rag_system(retriever, KGInfusedRetriever(indexes.graph, llm=llm))
 
 

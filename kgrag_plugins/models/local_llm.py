@@ -175,8 +175,7 @@ class TransformersLLM:
             return ids
         messages = to_messages(prompt)
         budget = self.context - max_new - 8
-        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
-        ids = ids["input_ids"] if hasattr(ids, "keys") else ids
+        ids = self._chat_ids(messages)
         if ids.shape[1] <= budget:
             return ids
         # keep the head and tail of the longest message around a marker (never a silent cut)
@@ -188,15 +187,19 @@ class TransformersLLM:
             head = (len(text) - cut) // 2
             messages[longest] = {
                 **messages[longest],
-                "content": text[:head] + _CUT_MARKER.format(n=cut) + text[len(text) - (len(text) - cut - head) :],
+                "content": text[:head] + _CUT_MARKER.format(n=cut) + text[head + cut :],
             }
-            ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
-            ids = ids["input_ids"] if hasattr(ids, "keys") else ids
+            ids = self._chat_ids(messages)
             if ids.shape[1] <= budget:
                 logger.warning("prompt of %d tokens cut by %d characters to fit %d", ids.shape[1], cut, self.context)
                 return ids
             cut = min(len(text), cut * 2)
         raise LLMResponseError(f"prompt does not fit the model's context of {self.context} tokens")
+
+    def _chat_ids(self, messages: list[Message]) -> Any:
+        """The chat template applied to ``messages``, with the assistant turn opened (token ids, 1 x n)."""
+        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
+        return ids["input_ids"] if hasattr(ids, "keys") else ids
 
     def _index(self, schema: OutputSchema) -> Any:
         from outlines_core import Index, Vocabulary

@@ -92,12 +92,16 @@ def _gguf_of(name: str) -> Path:
     return path
 
 
-def _folder_for(gguf: Path, name: str | None) -> Path:
-    if name:
-        return models_dir() / name
-    st = gguf.stat()
-    key = hashlib.sha256(f"{gguf.resolve()}:{st.st_size}".encode()).hexdigest()[:12]
-    return models_dir() / f"{gguf.stem}-{key}"
+def _folder_of(text: str) -> Path | None:
+    """Where a known name or an existing ``.gguf`` file is converted to (one folder per file, keyed by
+    its path and size); ``None`` for anything else."""
+    if text in KNOWN_MODELS:
+        return models_dir() / text
+    path = Path(text).expanduser()
+    if path.suffix.lower() != ".gguf" or not path.is_file():
+        return None
+    key = hashlib.sha256(f"{path.resolve()}:{path.stat().st_size}".encode()).hexdigest()[:12]
+    return models_dir() / f"{path.stem}-{key}"
 
 
 def _ready(folder: Path) -> bool:
@@ -112,23 +116,15 @@ def resolve_model(ref: str | os.PathLike[str], *, prepare: bool = True) -> str:
     text = str(ref).strip()
     if not text:
         raise ValueError("empty model reference: give a known name (smollm2), a model folder or a .gguf file")
-    if text in KNOWN_MODELS:
-        folder = models_dir() / text
+    if Path(text).suffix.lower() == ".gguf" and not Path(text).expanduser().is_file():
+        raise FileNotFoundError(f"GGUF file {Path(text).expanduser()} does not exist")
+    folder = _folder_of(text)
+    if folder is not None:
         if _ready(folder):
             return str(folder)
         if not prepare:
-            raise FileNotFoundError(f"model {text!r} is not prepared: run `kgrag models prepare {text}`")
+            raise FileNotFoundError(f"{text!r} is not prepared: run `kgrag models prepare {text}`")
         return str(prepare_model(text))
-    path = Path(text).expanduser()
-    if path.suffix.lower() == ".gguf":
-        if not path.is_file():
-            raise FileNotFoundError(f"GGUF file {path} does not exist")
-        folder = _folder_for(path, None)
-        if _ready(folder):
-            return str(folder)
-        if not prepare:
-            raise FileNotFoundError(f"{path} is not converted yet: run `kgrag models prepare {path}`")
-        return str(prepare_model(path))
     return text  # a model folder (used as it is) or a hub id (transformers / vLLM resolve it)
 
 
@@ -137,15 +133,12 @@ def prepare_model(ref: str | os.PathLike[str], *, force: bool = False) -> Path:
     under :func:`models_dir` and return it. Atomic and idempotent: a finished folder is returned at
     once; concurrent callers wait on a lock file and the loser reuses the winner's folder."""
     text = str(ref).strip()
-    if text in KNOWN_MODELS:
-        gguf, folder = _gguf_of(text), models_dir() / text
-    else:
-        gguf = Path(text).expanduser()
-        if gguf.suffix.lower() != ".gguf" or not gguf.is_file():
-            raise ValueError(
-                f"cannot prepare {text!r}: give a known name ({', '.join(KNOWN_MODELS)}) or an existing .gguf file"
-            )
-        folder = _folder_for(gguf, None)
+    folder = _folder_of(text)
+    if folder is None:
+        raise ValueError(
+            f"cannot prepare {text!r}: give a known name ({', '.join(KNOWN_MODELS)}) or an existing .gguf file"
+        )
+    gguf = _gguf_of(text) if text in KNOWN_MODELS else Path(text).expanduser()
     if _ready(folder) and not force:
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
