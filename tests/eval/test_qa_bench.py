@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from kgrag_plugins.cli import main
 from kgrag_plugins.eval.bench import parse_retriever_opts, run_bench
-from kgrag_plugins.eval.datasets import load_dataset
 from kgrag_plugins.eval.qa import (
     KG_INFUSED_VARIANTS,
     MeteredLLM,
@@ -32,36 +31,16 @@ from kgrag_plugins.models.llm import ScriptedLLM
 METRICS = ("em", "f1", "acc", "acc_raw", "f1_last_alias")
 
 
-@pytest.fixture(autouse=True)
-def _journals_in_tmp(request, monkeypatch, tmp_path):
-    """Default journals (and caches) go under a temporary directory, never the checkout."""
-    if not request.node.get_closest_marker("slow"):
-        monkeypatch.setenv("KGRAG_CACHE_DIR", str(tmp_path / "kgrag-cache"))
-
-
 @pytest.fixture(scope="module")
 def qa_cache(tmp_path_factory):
     return tmp_path_factory.mktemp("qa-cache")
 
 
 @pytest.fixture(autouse=True)
-def shared_sample_index(request, monkeypatch):
-    """The benches' index cache lookup returns the session's sample ``mentions`` index (the same
-    passages and vectors as the sample's cached plain and graph indexes), so the module does not
-    embed the sample again; the cache itself is tested in tests/test_cli.py. Slow tests (real
-    datasets) use the real cache."""
-    if request.node.get_closest_marker("slow"):
-        return
-    from kgrag_plugins.eval import bench, qa
-
-    sample_mentions_index = request.getfixturevalue("sample_mentions_index")
-
-    def cached(ds, **kwargs):
-        assert ds.corpus_hash() == load_dataset("sample").corpus_hash()
-        return sample_mentions_index, True
-
-    monkeypatch.setattr(qa, "dataset_index", cached)
-    monkeypatch.setattr(bench, "dataset_index", cached)
+def _sample_only(request):
+    """Non-slow tests run on the sample index, journals in a temp dir (conftest: qa_bench_on_sample)."""
+    if not request.node.get_closest_marker("slow"):
+        request.getfixturevalue("qa_bench_on_sample")
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ import pytest
 
 from kgrag_plugins.cli import main
 from kgrag_plugins.eval import qa_llm, qa_run
-from kgrag_plugins.eval.datasets import load_dataset
 from kgrag_plugins.eval.qa import QARunAborted, qa_markdown_table, run_qa_bench, vanilla_rag_system
 from kgrag_plugins.eval.qa_meter import MeteredLLM, QuestionMeter, metering
 from kgrag_plugins.eval.qa_run import summarize_row
@@ -31,27 +30,10 @@ TIMING = ("latency_s", "questions_per_minute", "concurrency")
 
 
 @pytest.fixture(autouse=True)
-def _journals_in_tmp(request, monkeypatch, tmp_path):
-    """Default journals (and caches) go under a temporary directory, never the checkout."""
+def _sample_only(request):
+    """Non-slow tests run on the sample index, journals in a temp dir (conftest: qa_bench_on_sample)."""
     if not request.node.get_closest_marker("slow"):
-        monkeypatch.setenv("KGRAG_CACHE_DIR", str(tmp_path / "kgrag-cache"))
-
-
-@pytest.fixture(autouse=True)
-def shared_sample_index(request, monkeypatch):
-    """Every index lookup returns the session's sample ``mentions`` index (no re-embedding)."""
-    if request.node.get_closest_marker("slow"):
-        return
-    from kgrag_plugins.eval import bench, qa
-
-    index = request.getfixturevalue("sample_mentions_index")
-
-    def cached(ds, **kwargs):
-        assert ds.corpus_hash() == load_dataset("sample").corpus_hash()
-        return index, True
-
-    monkeypatch.setattr(qa, "dataset_index", cached)
-    monkeypatch.setattr(bench, "dataset_index", cached)
+        request.getfixturevalue("qa_bench_on_sample")
 
 
 @pytest.fixture
