@@ -10,7 +10,11 @@ the answer grounded in the passages); the answer goes back into the transcript a
 ``Intermediate answer:``. The final answer is the text after ``So the final answer is:``.
 
 **Step cap** (paper: unknown): ``max_steps`` follow-ups (default 5); then the model is asked once
-more with the transcript ending in ``So the final answer is:``.
+more with the transcript ending in ``So the final answer is:``. **A repeated follow-up** (one
+already asked, or the question itself after the first turn) ends the questioning the same way:
+the model has nothing new to ask, so it is asked for the final answer (a ``"repeat"`` step in
+``steps``; not an invalid reply: asking again only loops, which is what small models such as
+SmolLM2-135M do; the paper does not say).
 
 **+ KG-Infused RAG** (:func:`self_ask_kg_infused_graph`): each follow-up goes through
 :class:`~.kg_step.KGInfusedPlugin`: spreading activation and KG-based QE on the follow-up, 3
@@ -18,8 +22,8 @@ passages for it + 3 new for q' (two calls of the retrieve step), note, KG-augmen
 follow-up's answer from the fact-enhanced note (the KG-Infused answer prompt).
 
 **Unusable replies**: a reply is parsed by :func:`parse_self_ask` (tolerant of case, markdown bold,
-a missing colon, preamble text, ``Final answer:``); a reply with neither marker, an empty or
-repeated follow-up, or a refusal is asked once more, then the loop stops with a WARNING and a
+a missing colon, preamble text, ``Final answer:``); a reply with neither marker, an empty
+follow-up, or a refusal is asked once more, then the loop stops with a WARNING and a
 ``trace["llm_error"]`` entry, and the documented fallback answers the question with the RAG
 answer call over every passage gathered so far (retrieving for the question first when nothing
 was retrieved); ``fallback=False`` leaves ``generation`` empty instead. An unparsable reply is
@@ -82,7 +86,7 @@ _INTERMEDIATE = re.compile(r"intermediate\s+answer\s*[:：]?", re.I)
 class SelfAskStep:
     """A parsed Self-Ask reply: a follow-up question or the final answer."""
 
-    kind: Literal["follow_up", "final"]
+    kind: Literal["follow_up", "final", "repeat"]
     text: str
 
 
@@ -114,10 +118,11 @@ def parse_self_ask(
     marker) the first line is the answer when no marker is present.
 
     Raises :class:`~kgrag_plugins.models.replies.InvalidReply` for: no marker; an empty, over-long
-    or refusing follow-up / answer; a follow-up equal to one in ``previous`` (rule 3: never
-    repeat), or equal to ``question`` after the first turn. A first follow-up that restates the
-    question is accepted: it retrieves for the question itself (one-shot RAG inside the agent), which
-    is what small models (SmolLM2-135M) do on their first turn; asking it again is a loop."""
+    or refusing follow-up / answer. A follow-up equal to one in ``previous`` (rule 3: never
+    repeat), or equal to ``question`` after the first turn, is kind ``"repeat"`` (the caller asks
+    for the final answer). A first follow-up that restates the question is a plain follow-up: it
+    retrieves for the question itself (one-shot RAG inside the agent), which is what small models
+    (SmolLM2-135M) do on their first turn."""
     s = _MARKDOWN.sub("", reply or "")
     s = _NEEDED.sub("\n", s)
     fm, am = _FOLLOW.search(s), _FINAL.search(s)
@@ -127,11 +132,11 @@ def parse_self_ask(
     if fm is None and am is None:
         line = first_line(s)
         if line.endswith("?") and len(line) <= MAX_SUB_ANSWER_CHARS:
-            return SelfAskStep("follow_up", _check_follow_up(line, question, previous))
+            return _follow_up(line, question, previous)
         raise InvalidReply("no 'Follow up:' or 'So the final answer is:' marker")
     if am is not None and (fm is None or am.start() < fm.start() or final_only):
         return SelfAskStep("final", _check_final(_segment(s, am.end())))
-    return SelfAskStep("follow_up", _check_follow_up(_segment(s, fm.end()), question, previous))
+    return _follow_up(_segment(s, fm.end()), question, previous)
 
 
 def _check_final(text: str) -> str:
@@ -141,16 +146,13 @@ def _check_final(text: str) -> str:
     return check_text(text, single_line=True, max_chars=MAX_SUB_ANSWER_CHARS)
 
 
-def _check_follow_up(text: str, question: str, previous: list[str] | tuple[str, ...]) -> str:
+def _follow_up(text: str, question: str, previous: list[str] | tuple[str, ...]) -> SelfAskStep:
     if not text:
         raise InvalidReply("empty follow-up question")
     text = check_text(text, single_line=True, max_chars=MAX_SUB_ANSWER_CHARS)
     n = _norm(text)
-    if question and previous and n == _norm(question):
-        raise InvalidReply("the follow-up repeats the question")
-    if any(n == _norm(p) for p in previous):
-        raise InvalidReply(f"repeated follow-up question: {text!r}")
-    return text
+    repeat = (question and previous and n == _norm(question)) or any(n == _norm(p) for p in previous)
+    return SelfAskStep("repeat" if repeat else "follow_up", text)
 
 
 # ---------------------------------------------------------------------- graph
@@ -206,21 +208,29 @@ def _build(
     def ask(state: dict[str, Any]) -> dict[str, Any]:
         q = state["question"]
         subs = list(state.get("sub_questions") or [])
-        force = len(subs) >= max_steps
-        prompt = self_ask_prompt(q, state.get("scratchpad") or "", force_final=force)
-        errors: list[dict[str, Any]] = []
-        parsed = complete_validated(
-            llm,
-            prompt,
-            lambda r: parse_self_ask(r, question=q, previous=subs, final_only=force),
-            step="self_ask",
-            errors=errors,
-            log=logger,
-            stop=STOP,
-            schema=SELF_ASK_FINAL_SCHEMA if force else SELF_ASK_SCHEMA,
-            temperature=0.0,
-        )
         steps = list(state.get("steps") or [])
+        errors: list[dict[str, Any]] = []
+
+        def step(force: bool) -> SelfAskStep | None:
+            return complete_validated(
+                llm,
+                self_ask_prompt(q, state.get("scratchpad") or "", force_final=force),
+                lambda r: parse_self_ask(r, question=q, previous=subs, final_only=force),
+                step="self_ask",
+                errors=errors,
+                log=logger,
+                stop=STOP,
+                schema=SELF_ASK_FINAL_SCHEMA if force else SELF_ASK_SCHEMA,
+                temperature=0.0,
+            )
+
+        force = len(subs) >= max_steps
+        parsed = step(force)
+        if parsed is not None and parsed.kind == "repeat":
+            # nothing new to ask: the final answer now, as at the step cap
+            steps.append({"kind": "repeat", "question": parsed.text})
+            force = True
+            parsed = step(force)
         if parsed is None:
             steps.append({"kind": "ask", "error": errors[-1]["error"] if errors else "no reply"})
             return {"steps": steps, "finished": True, "trace": add_llm_errors(state, errors), "follow_up": ""}

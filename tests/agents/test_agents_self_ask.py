@@ -70,13 +70,14 @@ def test_parse_rejects_unusable(reply):
         parse_self_ask(reply)
 
 
-def test_parse_rejects_repeats_and_echo():
-    with pytest.raises(InvalidReply, match="repeated"):
-        parse_self_ask("Follow up: Who directed JAWS", previous=["Who directed Jaws?"])
-    with pytest.raises(InvalidReply, match="repeats the question"):
-        parse_self_ask(f"Follow up: {QUESTION}", question=QUESTION, previous=["Who directed Jaws?"])
+def test_parse_marks_repeats_and_echo():
+    step = parse_self_ask("Follow up: Who directed JAWS", previous=["Who directed Jaws?"])
+    assert (step.kind, step.text) == ("repeat", "Who directed JAWS")
+    assert parse_self_ask(f"Follow up: {QUESTION}", question=QUESTION, previous=["Who directed Jaws?"]).kind == "repeat"
+    assert parse_self_ask("Follow up: Who wrote Jaws?", previous=["Who directed Jaws?"]).kind == "follow_up"
     # the first turn may restate the question (it retrieves for the question itself)
-    assert parse_self_ask(f"Follow up: {QUESTION}", question=QUESTION).text == QUESTION.rstrip()
+    first = parse_self_ask(f"Follow up: {QUESTION}", question=QUESTION)
+    assert (first.kind, first.text) == ("follow_up", QUESTION.rstrip())
     # a bare question line is read as a follow-up; with final_only a bare line is the answer
     assert parse_self_ask("Who directed Jaws?").kind == "follow_up"
     assert parse_self_ask(" Vistula.\nmore", final_only=True).text == "Vistula"
@@ -171,7 +172,9 @@ def test_self_ask_step_cap_forces_final(spy):
     assert ans.metadata["steps"][-1] == {"kind": "final", "answer": "Vistula", "forced": True}
 
 
-def test_self_ask_repeated_follow_up_is_retried(spy):
+def test_self_ask_repeated_follow_up_asks_for_the_final_answer(spy):
+    """A repeated follow-up is not an invalid reply (no retry, no fallback): the model is asked for
+    the final answer at once, with the forced-final prompt."""
     llm = ScriptedLLM(
         [
             "Follow up: Where was Marie Curie born?",
@@ -182,6 +185,26 @@ def test_self_ask_repeated_follow_up_is_retried(spy):
     )
     ans = run_agent(build_agent("self-ask", spy, llm=llm), QUESTION)
     assert ans.text == "Vistula" and ans.metadata["retrievals"] == 1 and len(llm.calls) == 4
+    assert llm.calls[-1]["messages"][-1]["content"].endswith("So the final answer is:")
+    assert not ans.metadata.get("llm_error") and not ans.metadata.get("fallback")
+    kinds = [s["kind"] for s in ans.metadata["steps"]]
+    assert kinds[-2:] == ["repeat", "final"] and ans.metadata["steps"][-1]["forced"] is True
+
+
+def test_self_ask_repeat_then_unusable_final_falls_back(spy):
+    llm = ScriptedLLM(
+        [
+            "Follow up: Where was Marie Curie born?",
+            "Warsaw.",
+            "Follow up: Where was Marie Curie born?",
+            "",
+            "",
+            "Vistula, by the passages.",
+        ]
+    )
+    ans = run_agent(build_agent("self-ask", spy, llm=llm), QUESTION)
+    assert [e["step"] for e in ans.metadata["llm_error"]] == ["self_ask"]
+    assert ans.metadata["trace"]["fallback"] == "rag_answer" and ans.text.startswith("Vistula")
 
 
 def test_intermediate_answer_cannot_forge_markers(spy):

@@ -24,9 +24,11 @@ Deviations from the paper code (``hajdul88/graph_rag``):
   RELATED_TO edges were silently dropped (METHODS §4(d)). Here such triples are kept; triples
   whose endpoints do not resolve, and self-loops (both endpoints resolve to one entity), are
   dropped and counted in ``dropped_triples``.
-* Output shape is not schema-enforced (an OpenAI-compatible endpoint may not support Ollama's
-  ``format``); replies are parsed tolerantly instead (code fences, surrounding prose, a wrapping
-  object, trailing commas, truncated arrays). Unparseable replies are logged and counted.
+* Output shape: both calls declare their JSON schema (:data:`NER_SCHEMA`, :data:`RE_SCHEMA`, as
+  the paper's Ollama ``format``), enforced where the backend can (vLLM ``structured_outputs``,
+  strict ``response_format``, the in-process logits processor; docs/structured.md). Replies are
+  still parsed tolerantly (code fences, surrounding prose, a wrapping object, trailing commas,
+  truncated arrays) for backends that cannot. Unparseable replies are logged and counted.
 * No ``Description`` / ``Document`` nodes and no embeddings here: one description per entity on
   :class:`Entity`; chunk-to-entity links become passage-to-entity links (``graph.link``), and
   relation/description embeddings are computed by the retriever.
@@ -61,6 +63,7 @@ from typing import Any, Callable, Sequence
 from ...models.llm import LLMError, as_llm
 from ...models.prompting import drop_instructions
 from ...models.replies import InvalidReply, complete_validated
+from ...models.structured import OutputSchema, json_schema
 from ...types import Entity, Passage
 from ..graph import KnowledgeGraph
 from . import prompts
@@ -75,6 +78,41 @@ logger = logging.getLogger("kgrag_plugins.build")
 #: the NER output of dense chunks).
 NER_MAX_TOKENS = 2048
 RE_MAX_TOKENS = 2048
+
+_NAME = {"type": "string", "minLength": 1}
+#: The NER reply (prompts.NER_SYSTEM): a JSON array of entities with exactly the four keys.
+NER_SCHEMA: OutputSchema = json_schema(
+    "llm_extract_ner",
+    {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {
+                "name": _NAME,
+                "type": {"type": "string", "enum": list(prompts.ENTITY_TYPES)},
+                "aliases": {"type": "array", "items": _NAME, "maxItems": 4},
+                "entity_information": {"type": "string"},
+            },
+            "required": ["name", "type", "aliases", "entity_information"],
+            "additionalProperties": False,
+        },
+    },
+)
+#: The RE reply (prompts.RE_SYSTEM): ``{"triples": [[head, relation, tail], ...]}``.
+RE_SCHEMA: OutputSchema = json_schema(
+    "llm_extract_re",
+    {
+        "type": "object",
+        "properties": {
+            "triples": {
+                "type": "array",
+                "items": {"type": "array", "items": _NAME, "minItems": 3, "maxItems": 3},
+            }
+        },
+        "required": ["triples"],
+        "additionalProperties": False,
+    },
+)
 
 
 class ExtractionError(LLMError):
@@ -233,7 +271,10 @@ def _extract_chunk(llm: Any, text: str, key: str, model_key: str, cache_dir: Pat
     errors: list[dict[str, Any]] = []
 
     class _Counted:
-        """``llm`` with this chunk's call and token counting."""
+        """``llm`` with this chunk's call and token counting (and its schema support)."""
+
+        supports_schema = getattr(llm, "supports_schema", False)
+        record_reply = getattr(llm, "record_reply", None)
 
         @staticmethod
         def complete(messages: list[dict[str, str]], **kwargs: Any) -> str:
@@ -253,23 +294,33 @@ def _extract_chunk(llm: Any, text: str, key: str, model_key: str, cache_dir: Pat
 
         return validate
 
-    def step(name: str, messages: list[dict[str, str]], parse: Callable[[str], Any], what: str, n: int) -> Any:
+    def step(
+        name: str, messages: list[dict[str, str]], parse: Callable[[str], Any], what: str, n: int, schema: OutputSchema
+    ) -> Any:
         out = complete_validated(
-            _Counted, messages, parsed(parse, what), step=name, errors=errors, log=logger, max_tokens=n, temperature=0.0
+            _Counted,
+            messages,
+            parsed(parse, what),
+            step=name,
+            errors=errors,
+            log=logger,
+            schema=schema,
+            max_tokens=n,
+            temperature=0.0,
         )
         if out is None and errors and errors[-1]["kind"] == "llm_error":
             raise LLMError(errors[-1]["error"])
         return out
 
     try:
-        entities = step("ner", prompts.ner_messages(text), parse_entities, "entity list", NER_MAX_TOKENS)
+        entities = step("ner", prompts.ner_messages(text), parse_entities, "entity list", NER_MAX_TOKENS, NER_SCHEMA)
         if entities is None:
             res.fallback = True  # no LLM entities for this chunk; not cached
             entities = []
         res.entities = entities
         if entities:
             re_msgs = prompts.re_messages(text, [e["name"] for e in entities])
-            triples = step("re", re_msgs, parse_triples, "triple list", RE_MAX_TOKENS)
+            triples = step("re", re_msgs, parse_triples, "triple list", RE_MAX_TOKENS, RE_SCHEMA)
             if triples is None:
                 res.fallback = True  # entities kept, no triples; not cached
                 triples = []

@@ -527,3 +527,58 @@ def test_token_count_fallback_without_tiktoken(monkeypatch, caplog):
 def test_stats_dataclass_defaults():
     s = ExtractionStats()
     assert s.to_dict()["llm_calls"] == 0 and s.seconds == 0.0
+
+
+# --------------------------------------------------------------------------- structured outputs
+
+
+def test_ner_and_re_declare_their_schemas_to_a_backend_that_enforces_them():
+    """A backend with ``supports_schema`` gets NER_SCHEMA / RE_SCHEMA with each call and has every
+    reply counted as constrained; the scripted replies (the prompts' shapes) match the schemas'
+    regexes in full, and a reply outside them (a fifth alias, an unknown type) does not."""
+    seen: list[tuple[str, bool]] = []
+    llm = make_llm()
+    calls: list[str] = []
+
+    class Enforcing:
+        supports_schema = True
+
+        def complete(self, messages, **kw):
+            calls.append(kw["schema"].name)
+            return llm.complete(messages, **{k: v for k, v in kw.items() if k != "schema"})
+
+        async def acomplete(self, messages, **kw):
+            return self.complete(messages, **kw)
+
+        def record_reply(self, step, valid, constrained):
+            seen.append((step, valid and constrained))
+
+    g, stats = build(llm=Enforcing())
+    assert stats.fallback_chunks == 0 and len(g.entity_ids) == 6
+    assert calls.count("llm_extract_ner") == 3 and calls.count("llm_extract_re") == 3
+    assert seen == [(s, True) for s in ("ner", "re") * 3]
+
+    ner_rx, re_rx = llm_extract.NER_SCHEMA.to_regex(), llm_extract.RE_SCHEMA.to_regex()
+    for reply in NER_REPLIES.values():
+        assert re.fullmatch(ner_rx, reply), reply
+    for reply in RE_REPLIES.values():
+        assert re.fullmatch(re_rx, reply), reply
+    assert not re.fullmatch(ner_rx, ner(ent("A", aliases=["b", "c", "d", "e", "f"])))
+    assert not re.fullmatch(ner_rx, ner(ent("A", etype="DATE")))
+    assert not re.fullmatch(re_rx, rel(["a", "b"]))
+
+
+def test_a_backend_without_schemas_gets_no_schema_argument():
+    kwargs: list[dict] = []
+    llm = make_llm()
+
+    class Plain:
+        def complete(self, messages, **kw):
+            kwargs.append(kw)
+            return llm.complete(messages, **kw)
+
+        async def acomplete(self, messages, **kw):
+            return self.complete(messages, **kw)
+
+    build(llm=Plain())
+    assert kwargs and all("schema" not in kw and kw["max_tokens"] == 2048 for kw in kwargs)
