@@ -77,6 +77,13 @@ def _kg_infused_selection(llm: Any, s: Sample) -> Any:
     return memory.rounds[0].extra.get("mode") if memory.rounds else None
 
 
+def _kg_infused_expansion(llm: Any, s: Sample) -> Any:
+    from ..methods.kg_infused import KGInfusedRetriever
+
+    summary = " ".join(_texts(s))[:600]  # a stand-in for the triples summary (Eq. 7's input)
+    return KGInfusedRetriever(s.index, llm=llm, rounds=1).expand_query(s.question, summary)
+
+
 def _sa_reasoning(llm: Any, s: Sample) -> Any:
     from ..methods.sa_rag.cot import SARAGCoT
 
@@ -171,6 +178,7 @@ def _translator(llm: Any, s: Sample) -> Any:
 #: Step name (as passed to ``complete_validated``) -> runner ``(llm, sample) -> parsed or None``.
 STEPS: dict[str, Callable[[Any, Sample], Any]] = {
     "triple_selection": _kg_infused_selection,
+    "query_expansion": _kg_infused_expansion,
     "reasoning": _sa_reasoning,
     "answer": _sa_answer,
     "self_ask": _self_ask,

@@ -17,6 +17,7 @@ from kgrag_plugins.methods.frag.hop_classifier import count_hops
 from kgrag_plugins.methods.frag.prompts import NO_PATH, hop_schema
 from kgrag_plugins.methods.kg_infused import prompts as KP
 from kgrag_plugins.methods.kg_infused.parsing import SEP, parse_triples
+from kgrag_plugins.methods.kg_infused.retriever import MAX_QUERY_CHARS, _text_validator
 from kgrag_plugins.methods.know3 import prompts as K3
 from kgrag_plugins.methods.sa_rag.cot import parse_reasoning
 from kgrag_plugins.methods.sa_rag.prompts import ANSWER_SCHEMA, REASONING_SCHEMA
@@ -54,6 +55,10 @@ STATIC = {
     "know3_relevance": (K3.RELEVANCE_SCHEMA, K3.parse_relevance),
     "know3_triples": (K3.EXTRACTION_SCHEMA, K3.parse_triples),
     "translator_next_query": (NEXT_QUERY_SCHEMA, parse_next_query),
+    "kg_infused_query": (
+        KP.QUERY_EXPANSION_SCHEMA,
+        _text_validator(KP.QUERY_EXPANSION, single_line=True, max_chars=MAX_QUERY_CHARS),
+    ),
     **{s.name: (s, lambda r, labels=labels: SR.parse_label(r, labels)) for s, labels in (
         (SR.LABEL_SCHEMAS["retrieve?"], SR.RETRIEVE_LABELS),
         (SR.LABEL_SCHEMAS["relevant?"], SR.RELEVANCE_LABELS),

@@ -35,7 +35,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from ...models.prompting import DATA_NOTICE, DataPrompt, escape_data
-from ...models.structured import OutputSchema, one_of_regex, regex_schema
+from ...models.structured import OutputSchema, one_of_regex, phrase_regex, regex_schema
 
 __all__ = [
     "ANSWER_WITHOUT_RETRIEVAL",
@@ -262,6 +262,13 @@ MAX_TOKENS: dict[str, int] = {
 
 #: What a selection reply may say to select nothing (read by the retriever as an explicit "none").
 NONE_SELECTED = "None"
+
+
+#: Tables 10/15's reply: one line of query text (opens with a letter or digit; SmolLM2-135M
+#: otherwise opens 7 % of its PopQA expansions with ``<pre><code>``), bounded by the step's tokens.
+QUERY_EXPANSION_SCHEMA: OutputSchema = regex_schema(
+    "kg_infused_query", phrase_regex(), max_tokens=MAX_TOKENS["query_expansion"]
+)
 
 
 def selection_schema(candidates: Iterable[str]) -> OutputSchema:

@@ -468,7 +468,7 @@ class KGInfusedRetriever(Retriever):
             prompt = template.format(question=question)
         errors = _errors_of(memory) if memory is not None else None
         validate = _text_validator(template, single_line=True, max_chars=MAX_QUERY_CHARS)
-        line = self._complete(prompt, validate, "query_expansion", errors)
+        line = self._complete(prompt, validate, "query_expansion", errors, schema=P.QUERY_EXPANSION_SCHEMA)
         if line is None:
             return self._template_expansion(question, memory)
         return " ".join(first_line(line).split()[: self.qe_max_words]) or question
