@@ -288,13 +288,25 @@ def openai_complete_logprobs(
     temperature: float | None = None,
     top_logprobs: int = DEFAULT_TOP_LOGPROBS,
     raw: bool = False,
+    schema: Any = None,
 ) -> Completion:
     """:meth:`OpenAICompatibleLLM.complete_logprobs`: one request through the client's retry plan
-    (same deadline, retries and circuit breaker as ``complete``)."""
+    (same deadline, retries and circuit breaker as ``complete``). ``schema`` is enforced as in
+    ``complete`` (on ``/completions``, ``raw``, only by a vLLM server: OpenAI's
+    ``response_format`` is chat-only); a server that refuses it gets the request once more, plain."""
     started = time.monotonic()
     url = f"{llm.base_url}/completions" if raw else llm.url
     payload = _payload(llm, prompt, max_tokens, temperature, top_logprobs, raw)
-    return llm._post_planned(started, payload, _handler(llm, url, raw), url)
+    handle = _handler(llm, url, raw)
+    body = llm._schema_body(schema) if schema is not None and (not raw or llm._structured_mode() == "vllm") else {}
+    if not body:
+        return llm._post_planned(started, payload, handle, url)
+    try:
+        return llm._post_planned(started, {**payload, **body, **llm.extra_body}, handle, url)
+    except LLMResponseError as exc:
+        if not llm._refused(exc, body):
+            raise
+    return llm._post_planned(started, payload, handle, url)
 
 
 # --------------------------------------------------------------------------- validated calls

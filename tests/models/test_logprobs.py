@@ -199,6 +199,35 @@ def test_http_400_is_not_retried_and_names_the_endpoint(server: LogprobServer) -
     assert len(server.requests) == 1
 
 
+def test_schema_is_enforced_on_logprob_requests(server: LogprobServer, caplog: pytest.LogCaptureFixture) -> None:
+    """``complete_logprobs(..., schema=)``: vLLM's structured_outputs on chat and on /completions
+    (Self-RAG's labels over a vLLM server); OpenAI mode puts response_format on chat only; a refusal
+    is sent once more plain and remembered."""
+    from kgrag_plugins.models.structured import choice_schema, json_schema
+
+    labels = choice_schema("relevant", ["Relevant", "Irrelevant"])
+    server.replies.extend([(200, CHAT_BODY), (200, COMPLETION_BODY)])
+    llm = make_llm(server, structured="vllm")
+    llm.complete_logprobs("Is it relevant?", schema=labels)
+    llm.complete_logprobs("### Instruction:\nq\n\n### Response:\n", raw=True, schema=labels)
+    bodies = [r["body"] for r in server.requests]
+    assert [b["structured_outputs"] for b in bodies] == [{"choice": ["Relevant", "Irrelevant"]}] * 2
+    assert all(b["chat_template_kwargs"] == {"enable_thinking": False} for b in bodies)
+
+    server.requests.clear()
+    obj = json_schema("a", {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]})
+    server.replies.extend([(200, COMPLETION_BODY), (400, {"error": "no response_format"}), (200, CHAT_BODY)])
+    llm = make_llm(server, structured="openai")
+    llm.complete_logprobs("p", raw=True, schema=obj)  # /completions: nothing to send
+    with caplog.at_level("WARNING"):
+        assert llm.complete_logprobs("q", schema=obj).text == "Relevant."
+    bodies = [r["body"] for r in server.requests]
+    assert "response_format" not in bodies[0] and "structured_outputs" not in bodies[0]
+    assert bodies[1]["response_format"]["json_schema"]["strict"] is True
+    assert "response_format" not in bodies[2] and not llm.supports_schema
+    assert "refused the structured-output request" in caplog.text
+
+
 def test_raw_needs_a_prompt_string(server: LogprobServer) -> None:
     with pytest.raises(TypeError, match="prompt string"):
         make_llm(server).complete_logprobs([{"role": "user", "content": "x"}], raw=True)
