@@ -55,14 +55,14 @@ def main(argv: list[str] | None = None) -> dict:
 
     from kgrag_plugins.eval.bench_scale import MANIFEST, generate
     from kgrag_plugins.index.graphdb import FalkorDBServer
-    from kgrag_plugins.index.graphdb.retrieve import DBFRAGRetriever, index_view
+    from kgrag_plugins.methods.graphdb import DBFRAGRetriever, index_view
     from kgrag_plugins.index.importers import load_kg
     from kgrag_plugins.index.store import KnowledgeIndex
     from kgrag_plugins.integrations.llama_index.graphdb import falkordb_kg, kuzu_kg
     from kgrag_plugins.methods.frag.retriever import LARGE_GRAPH_ENTITIES, FRAGRetriever
 
     if args.large_from is not None:
-        from kgrag_plugins.index.graphdb import retrieve as db_retrieve
+        from kgrag_plugins.methods import graphdb as db_retrieve
         from kgrag_plugins.methods.frag import retriever as frag_retriever
 
         frag_retriever.LARGE_GRAPH_ENTITIES = db_retrieve.LARGE_GRAPH_ENTITIES = LARGE_GRAPH_ENTITIES = args.large_from

@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     from kgrag_plugins.eval.datasets import load_dataset
     from kgrag_plugins.index.graphdb import FalkorDBServer
-    from kgrag_plugins.index.graphdb.retrieve import DBActivationRetriever, DBFRAGRetriever, index_view
+    from kgrag_plugins.methods.graphdb import DBActivationRetriever, DBFRAGRetriever, index_view
     from kgrag_plugins.index.importers import load_kg
     from kgrag_plugins.index.store import KnowledgeIndex
     from kgrag_plugins.integrations.llama_index.graphdb import falkordb_kg, kuzu_kg

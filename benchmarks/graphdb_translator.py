@@ -43,8 +43,9 @@ def main(argv: list[str] | None = None) -> dict:
 
     from kgrag_plugins.eval.bench import dataset_index
     from kgrag_plugins.eval.datasets import load_dataset
-    from kgrag_plugins.index.graphdb import DBTranslatorRetriever, FalkorDBServer, PropertyGraphParseKG
-    from kgrag_plugins.index.graphdb.retrieve import index_view
+    from kgrag_plugins.index.graphdb import FalkorDBServer, PropertyGraphParseKG
+    from kgrag_plugins.methods.graphdb import DBTranslatorRetriever
+    from kgrag_plugins.methods.graphdb import index_view
     from kgrag_plugins.integrations.llama_index.graphdb import falkordb_kg, kuzu_kg
     from kgrag_plugins.methods.translator.retriever import TranslatorRetriever
 

@@ -11,7 +11,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..models.llm import LLMTimeoutError, LLMUnavailableError, Message, to_messages
+from ..models.breaker import LLMTimeoutError, LLMUnavailableError
+from ..models.messages import Message, to_messages
 
 __all__ = ["MeteredLLM", "QuestionMeter", "RETRYABLE_ERRORS", "metering"]
 

@@ -32,7 +32,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from ..models.llm import Message, to_messages, truncate_at_stop
+from ..models.messages import Message, to_messages, truncate_at_stop
 
 __all__ = ["KINDS", "ScriptedQALLM", "prompt_kind"]
 

@@ -48,6 +48,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from .._version import __version__
+from ..adapters import require_hook
 from ..config import INDEX_FORMAT_VERSION
 from ..models.embed import Embedder, as_embedder, default_embedder
 from ..types import Passage
@@ -405,23 +406,17 @@ class KnowledgeIndex:
     ) -> "KnowledgeIndex":
         """Build from LlamaIndex ``Document`` s / nodes (needs the ``llama-index`` extra); see
         :func:`kgrag_plugins.integrations.build_index` for ``options``."""
-        from ..integrations import build_index  # loads the LlamaIndex adapter
-
-        return build_index(documents, path, **options)
+        return require_hook("build_index", "KnowledgeIndex.from_documents")(documents, path, **options)
 
     def as_retriever(self, method: str = "activation", **options: Any) -> Any:
         """A LlamaIndex retriever running ``method`` over this index
         (:func:`kgrag_plugins.integrations.as_retriever`; needs the LlamaIndex extra)."""
-        from ..integrations import as_retriever
-
-        return as_retriever(self, method, **options)
+        return require_hook("as_retriever", "KnowledgeIndex.as_retriever")(self, method, **options)
 
     def as_query_engine(self, method: str = "activation", **options: Any) -> Any:
         """A LlamaIndex ``RetrieverQueryEngine`` running ``method`` over this index
         (:func:`kgrag_plugins.integrations.as_query_engine`; needs the LlamaIndex extra)."""
-        from ..integrations import as_query_engine
-
-        return as_query_engine(self, method, **options)
+        return require_hook("as_query_engine", "KnowledgeIndex.as_query_engine")(self, method, **options)
 
     # ------------------------------------------------------------------ helpers
     def embed_query(self, text: str) -> np.ndarray:

@@ -13,8 +13,10 @@ Each framework has its own module or package and optional extra; names are impor
 Importing an adapter whose framework is not installed raises an ``ImportError`` that names the extra.
 This package also recognises framework chat models for :func:`kgrag_plugins.models.llm.as_llm`
 (:func:`framework_llm`), framework embedders for :func:`kgrag_plugins.models.embed.as_embedder`
-(:func:`framework_embedder`) and points ``TIKTOKEN_CACHE_DIR`` at LlamaIndex's bundled tiktoken cache
-when the user has not set it (so token counting works offline).
+(:func:`framework_embedder`): the core never imports this package, it finds these through
+:mod:`kgrag_plugins.adapters` (:func:`register_adapters`, an entry point). It also points
+``TIKTOKEN_CACHE_DIR`` at LlamaIndex's bundled tiktoken cache when the user has not set it (so token
+counting works offline).
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ _EXPORTS = {
     "state_to_evidence": "langgraph",
 }
 
-__all__ = sorted([*_EXPORTS, "framework_embedder", "framework_llm"])
+__all__ = sorted([*_EXPORTS, "framework_embedder", "framework_llm", "register_adapters"])
 
 
 __getattr__ = lazy_getattr(__name__, {name: f".{module}" for name, module in _EXPORTS.items()})
@@ -122,6 +124,28 @@ def framework_embedder(obj: Any) -> Any | None:
 
         return LangChainEmbedder(obj)
     return None
+
+
+def _lazy(name: str) -> Any:
+    """A hook calling this package's lazy export ``name`` (its framework loads on the first call)."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(sys.modules[__name__], name)(*args, **kwargs)
+
+    call.__name__ = name
+    return call
+
+
+def register_adapters() -> None:
+    """Register this package's hooks with :mod:`kgrag_plugins.adapters` (the entry point
+    ``kgrag_plugins.adapters: frameworks``): ``llm``, ``embedder``, ``build_index``,
+    ``as_retriever``, ``as_query_engine``. Imports no framework."""
+    from ..adapters import register
+
+    register("llm", framework_llm)
+    register("embedder", framework_embedder)
+    for name in ("build_index", "as_retriever", "as_query_engine"):
+        register(name, _lazy(name))
 
 
 def _use_bundled_tiktoken_cache() -> None:

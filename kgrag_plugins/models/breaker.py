@@ -1,4 +1,4 @@
-"""The circuit breaker every HTTP LLM client uses, and the two errors it needs."""
+"""The LLM errors, and the circuit breaker every HTTP LLM client uses."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 from ..config import DEFAULT_LLM_BREAKER_COOLDOWN, DEFAULT_LLM_BREAKER_FAILURES, env_number
 
-__all__ = ["CircuitBreaker", "LLMError", "LLMUnavailableError"]
+__all__ = ["CircuitBreaker", "LLMError", "LLMResponseError", "LLMTimeoutError", "LLMUnavailableError"]
 
 
 class LLMError(RuntimeError):
@@ -16,6 +16,14 @@ class LLMError(RuntimeError):
 
 class LLMUnavailableError(LLMError):
     """The client's circuit breaker is open: the call failed fast without a request."""
+
+
+class LLMTimeoutError(LLMError):
+    """The LLM did not answer in time (after all retries)."""
+
+
+class LLMResponseError(LLMError):
+    """The LLM answered with an HTTP error or a malformed / empty response."""
 
 
 class CircuitBreaker:

@@ -8,38 +8,16 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Literal, Protocol, Sequence, runtime_checkable
+from typing import Literal, Sequence
 
 import numpy as np
 
+from ..adapters import hook
 from ..config import env, progress_enabled, setup_offline_env
+from .embed_base import PROGRESS_MIN, Embedder, normalize_rows, quiet_load
 
-#: With ``progress=None``, inputs of at least this many texts (long work) get a progress bar,
-#: unless ``KGRAG_PROGRESS=0``; shorter lazy work on a first query shows none.
-_PROGRESS_MIN = 1000
 #: Up to this many texts are embedded with one direct forward pass (query time).
 _FAST_PATH_MAX = 8
-
-
-@runtime_checkable
-class Embedder(Protocol):
-    """Turns texts into L2-normalised float32 vectors of a fixed dimension."""
-
-    name: str
-    dim: int
-
-    def embed(self, texts: Sequence[str], *, progress: bool | None = None) -> np.ndarray:
-        """Return an ``(len(texts), dim)`` float32 array with unit-norm rows."""
-        ...
-
-
-def _normalize(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float32)
-    if x.ndim == 1:
-        x = x[None, :]
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return (x / norms).astype(np.float32, copy=False)
 
 
 class SentenceTransformerEmbedder:
@@ -78,7 +56,7 @@ class SentenceTransformerEmbedder:
         else:
             model_path = model
             self.name = os.path.basename(os.path.normpath(model)) or model
-        self._model = _quiet_load(SentenceTransformer, model_path, device)
+        self._model = quiet_load(SentenceTransformer, model_path, device)
         get_dim = getattr(self._model, "get_embedding_dimension", None) or getattr(
             self._model, "get_sentence_embedding_dimension"
         )
@@ -92,7 +70,7 @@ class SentenceTransformerEmbedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         if len(texts) <= _FAST_PATH_MAX:
             return self._embed_small(texts)
-        show = progress_enabled(len(texts) >= _PROGRESS_MIN if progress is None else progress)
+        show = progress_enabled(len(texts) >= PROGRESS_MIN if progress is None else progress)
         with self._lock:  # encode is not re-entrant across threads
             vecs = self._model.encode(
                 texts,
@@ -101,7 +79,7 @@ class SentenceTransformerEmbedder:
                 convert_to_numpy=True,
                 normalize_embeddings=True,
             )
-        return _normalize(vecs)
+        return normalize_rows(vecs)
 
     def _embed_small(self, texts: list[str]) -> np.ndarray:
         """Query-time path: tokenize + one forward pass, skipping ``encode``'s batching
@@ -114,7 +92,7 @@ class SentenceTransformerEmbedder:
             features = prep(texts)
             features = {k: v.to(self._model.device) if hasattr(v, "to") else v for k, v in features.items()}
             out = self._model(features)["sentence_embedding"]
-        return _normalize(out.float().cpu().numpy())
+        return normalize_rows(out.float().cpu().numpy())
 
     def __repr__(self) -> str:
         return f"SentenceTransformerEmbedder(name={self.name!r}, dim={self.dim})"
@@ -168,25 +146,10 @@ class OpenAICompatibleEmbedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         from tqdm.auto import tqdm
 
-        show = progress_enabled(len(texts) >= _PROGRESS_MIN if progress is None else progress)
+        show = progress_enabled(len(texts) >= PROGRESS_MIN if progress is None else progress)
         starts = range(0, len(texts), self.batch_size)
         out = [self._request(texts[i : i + self.batch_size]) for i in tqdm(starts, disable=not show, desc="embed")]
-        return _normalize(np.concatenate(out))
-
-
-def _quiet_load(factory, path: str, device: str):
-    """Load a model without transformers' per-weight "Loading weights" progress bar."""
-    try:
-        from transformers.utils import logging as hf_logging
-    except ImportError:  # pragma: no cover - transformers is a sentence-transformers dependency
-        return factory(path, device=device)
-    was_enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        return factory(path, device=device)
-    finally:
-        if was_enabled:
-            hf_logging.enable_progress_bar()
+        return normalize_rows(np.concatenate(out))
 
 
 _DEFAULT: SentenceTransformerEmbedder | None = None
@@ -211,8 +174,8 @@ def as_embedder(obj: object) -> Embedder:
 
     ``None`` -> :func:`default_embedder`; an :class:`Embedder` -> itself; a LangChain
     ``Embeddings`` (``embed_documents`` / ``embed_query``) or a LlamaIndex ``BaseEmbedding``
-    (``get_text_embedding_batch``) -> its adapter from ``kgrag_plugins.integrations`` (imported
-    only for such an object, so no framework is loaded otherwise). The strings ``"onnx"`` and
+    (``get_text_embedding_batch``) -> its adapter from ``kgrag_plugins.integrations`` (the
+    ``"embedder"`` hook of :mod:`kgrag_plugins.adapters`; no framework is loaded otherwise). The strings ``"onnx"`` and
     ``"onnx-int8"`` -> the bundled MiniLM on ONNX Runtime (fp32 / int8, ``models/embed_onnx.py``).
     Anything else: ``TypeError``.
     """
@@ -224,9 +187,8 @@ def as_embedder(obj: object) -> Embedder:
         return shared_onnx_embedder(_NAMED[obj])
     if isinstance(obj, Embedder) and getattr(obj, "kgrag_embedder", None) is None:
         return obj
-    from ..integrations import framework_embedder  # recognises framework objects by shape
-
-    adapted = framework_embedder(obj)
+    framework_embedder = hook("embedder")  # kgrag_plugins.integrations, through the registry
+    adapted = framework_embedder(obj) if framework_embedder is not None else None
     if adapted is not None:
         return adapted
     raise TypeError(

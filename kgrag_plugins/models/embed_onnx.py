@@ -25,7 +25,7 @@ from typing import Literal, Sequence
 import numpy as np
 
 from ..config import env, progress_enabled, setup_offline_env
-from .embed import _PROGRESS_MIN, _normalize
+from .embed_base import PROGRESS_MIN, normalize_rows, quiet_load
 
 logger = logging.getLogger("kgrag_plugins.models.embed_onnx")
 
@@ -75,9 +75,7 @@ def _export_fp32(model_dir: Path, out: Path) -> None:
     import torch
     from transformers import AutoModel
 
-    from .embed import _quiet_load
-
-    bert = _quiet_load(lambda p, device: AutoModel.from_pretrained(p), str(model_dir), "cpu").eval()
+    bert = quiet_load(lambda p, device: AutoModel.from_pretrained(p), str(model_dir), "cpu").eval()
 
     class _Pooled(torch.nn.Module):
         def __init__(self, m: torch.nn.Module):
@@ -225,14 +223,14 @@ class OnnxEmbedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         from tqdm.auto import tqdm
 
-        show = progress_enabled(len(texts) >= _PROGRESS_MIN if progress is None else progress)
+        show = progress_enabled(len(texts) >= PROGRESS_MIN if progress is None else progress)
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # little padding per batch
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         starts = range(0, len(texts), self.batch_size)
         for s in tqdm(starts, disable=not show, desc="embed (onnx)"):
             rows = order[s : s + self.batch_size]
             out[rows] = self._forward([texts[i] for i in rows])
-        return _normalize(out)
+        return normalize_rows(out)
 
     def _forward(self, batch: list[str]) -> np.ndarray:
         enc = self._tokenizer.encode_batch(batch)

@@ -20,12 +20,22 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Generator
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import httpx
 
+from ..adapters import hook
 from ..config import DEFAULT_LLM_DEADLINE, env, env_number
-from .breaker import CircuitBreaker, LLMError, LLMUnavailableError
+from .breaker import CircuitBreaker, LLMError, LLMResponseError, LLMTimeoutError, LLMUnavailableError
+from .logprobs import (
+    DEFAULT_TOP_LOGPROBS,
+    Completion,
+    LogprobsFormatError,
+    parse_chat_logprobs,
+    parse_completion_logprobs,
+)
+from .messages import LLM, Message, snippet, to_messages
+from .scripted import ChatAdapter, ScriptedLLM
 
 __all__ = [
     "LLM",
@@ -41,89 +51,12 @@ __all__ = [
     "as_llm",
 ]
 
-#: A chat message: ``{"role": "system" | "user" | "assistant", "content": str}``.
-Message = dict[str, str]
-
 logger = logging.getLogger(__name__)
 
-_ROLES = ("system", "user", "assistant")
-_SNIPPET_CHARS = 300
 _DEADLINE_MARGIN = 0.1
 
 
-@runtime_checkable
-class LLM(Protocol):
-    """Anything that completes a prompt to a string (sync and async).
-
-    A string ``prompt`` means a single user message. ``stop``, ``max_tokens`` and
-    ``temperature`` left as ``None`` use the implementation's defaults.
-    """
-
-    def complete(
-        self,
-        prompt: str | list[Message],
-        *,
-        stop: list[str] | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-    ) -> str: ...
-
-    async def acomplete(
-        self,
-        prompt: str | list[Message],
-        *,
-        stop: list[str] | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-    ) -> str: ...
-
-
-class LLMTimeoutError(LLMError):
-    """The LLM did not answer in time (after all retries)."""
-
-
-class LLMResponseError(LLMError):
-    """The LLM answered with an HTTP error or a malformed / empty response."""
-
-
 # --------------------------------------------------------------------------- helpers
-
-
-def to_messages(prompt: str | list[Message]) -> list[Message]:
-    """Normalise a prompt to a list of chat messages (a string is one user message)."""
-    if isinstance(prompt, str):
-        return [{"role": "user", "content": prompt}]
-    if not isinstance(prompt, (list, tuple)):
-        raise TypeError(f"prompt must be a str or a list of messages, got {type(prompt).__name__}")
-    messages: list[Message] = []
-    for i, msg in enumerate(prompt):
-        if not isinstance(msg, dict) or "role" not in msg or "content" not in msg:
-            raise TypeError(f"message {i} must be a dict with 'role' and 'content', got {msg!r}")
-        role, content = msg["role"], msg["content"]
-        if role not in _ROLES:
-            raise ValueError(f"message {i}: unknown role {role!r} (expected one of {_ROLES})")
-        if not isinstance(content, str):
-            raise TypeError(f"message {i}: content must be a str, got {type(content).__name__}")
-        messages.append({"role": role, "content": content})
-    return messages
-
-
-def truncate_at_stop(text: str, stop: list[str] | None) -> str:
-    """Cut ``text`` at the earliest occurrence of any (non-empty) stop string."""
-    if not stop:
-        return text
-    cut = len(text)
-    for s in stop:
-        if s:
-            idx = text.find(s)
-            if idx != -1:
-                cut = min(cut, idx)
-    return text[:cut]
-
-
-def _snippet(text: str) -> str:
-    text = text.strip().replace("\n", " ")
-    return text if len(text) <= _SNIPPET_CHARS else text[:_SNIPPET_CHARS] + "..."
 
 
 class _RetryableFailure(Exception):
@@ -330,23 +263,23 @@ class OpenAICompatibleLLM:
         """Return the content, raise ``_RetryableFailure`` or (fatal) ``LLMResponseError``."""
         status = resp.status_code
         if status == 429 or status >= 500:
-            raise _RetryableFailure(f"HTTP {status}: {_snippet(resp.text)}")
+            raise _RetryableFailure(f"HTTP {status}: {snippet(resp.text)}")
         if status >= 300:
             raise LLMResponseError(
                 f"LLM request to {self.url} (model {self.model!r}) failed with HTTP {status} "
-                f"(not retried): {_snippet(resp.text)}"
+                f"(not retried): {snippet(resp.text)}"
             )
         try:
             data = resp.json()
         except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
-            raise _RetryableFailure(f"non-JSON response body: {_snippet(resp.text)!r}") from None
+            raise _RetryableFailure(f"non-JSON response body: {snippet(resp.text)!r}") from None
         try:
             content = data["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError):
-            raise _RetryableFailure(f"response lacks choices[0].message.content: {_snippet(resp.text)}") from None
+            raise _RetryableFailure(f"response lacks choices[0].message.content: {snippet(resp.text)}") from None
         if not isinstance(content, str):
             raise _RetryableFailure(
-                f"choices[0].message.content is {type(content).__name__}, not a string: {_snippet(resp.text)}"
+                f"choices[0].message.content is {type(content).__name__}, not a string: {snippet(resp.text)}"
             )
         self._record_usage(data.get("usage"))
         return content
@@ -518,145 +451,93 @@ class OpenAICompatibleLLM:
 
     def complete_logprobs(self, prompt: str | list[Message], **kwargs: Any) -> Any:
         """A :class:`~.logprobs.Completion` with token logprobs (chat, or ``raw=True``: ``/completions``);
-        see :func:`.logprobs.openai_complete_logprobs` for the keywords."""
-        from .logprobs import openai_complete_logprobs
-
+        see :func:`openai_complete_logprobs` for the keywords."""
         return openai_complete_logprobs(self, prompt, **kwargs)
 
 
-# --------------------------------------------------------------------------- adapter base
+# --------------------------------------------------------------------------- token logprobs over HTTP
 
 
-class ChatAdapter:
-    """Base for adapters of other chat APIs (the LangChain / LlamaIndex ones in ``integrations/``).
-
-    :meth:`complete` / :meth:`acomplete` normalise the prompt to messages and cut the reply at the
-    first ``stop`` string; a subclass implements ``_chat(messages, stop) -> str`` and its async
-    twin ``_achat``. ``max_tokens`` / ``temperature`` are not forwarded: configure them on the
-    wrapped model.
-    """
-
-    def _chat(self, messages: list[Message], stop: list[str] | None) -> str:  # pragma: no cover
-        raise NotImplementedError
-
-    async def _achat(self, messages: list[Message], stop: list[str] | None) -> str:  # pragma: no cover
-        raise NotImplementedError
-
-    def complete(
-        self,
-        prompt: str | list[Message],
-        *,
-        stop: list[str] | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-    ) -> str:
-        """The wrapped model's reply, cut at ``stop``."""
-        return truncate_at_stop(self._chat(to_messages(prompt), stop), stop)
-
-    async def acomplete(
-        self,
-        prompt: str | list[Message],
-        *,
-        stop: list[str] | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-    ) -> str:
-        """Async :meth:`complete`."""
-        return truncate_at_stop(await self._achat(to_messages(prompt), stop), stop)
+def _logprobs_payload(
+    llm: Any,
+    prompt: str | list[Message],
+    max_tokens: int | None,
+    temperature: float | None,
+    top_logprobs: int,
+    raw: bool,
+) -> dict[str, Any]:
+    if not 0 <= int(top_logprobs) <= 100_000:
+        raise ValueError(f"top_logprobs must be >= 0, got {top_logprobs}")
+    payload: dict[str, Any] = {"model": llm.model}
+    if raw:
+        if not isinstance(prompt, str):
+            raise TypeError("raw=True (the /completions endpoint) needs a prompt string, not chat messages")
+        payload.update(prompt=prompt, logprobs=int(top_logprobs))
+    else:
+        payload.update(messages=to_messages(prompt), logprobs=True, top_logprobs=int(top_logprobs))
+    max_tokens = llm.default_max_tokens if max_tokens is None else max_tokens
+    temperature = llm.default_temperature if temperature is None else temperature
+    if max_tokens is not None:
+        payload["max_tokens"] = max_tokens
+    if temperature is not None:
+        payload["temperature"] = temperature
+    payload.update(llm.extra_body)
+    return payload
 
 
-# --------------------------------------------------------------------------- scripted
+def _logprobs_handler(llm: Any, url: str, raw: bool) -> Callable[[httpx.Response], Completion]:
+    parse = parse_completion_logprobs if raw else parse_chat_logprobs
+
+    def handle(resp: httpx.Response) -> Completion:
+        status = resp.status_code
+        if status == 429 or status >= 500:
+            raise _RetryableFailure(f"HTTP {status}: {snippet(resp.text)}")
+        if status >= 300:
+            raise LLMResponseError(
+                f"LLM request to {url} (model {llm.model!r}) failed with HTTP {status} (not retried): "
+                f"{snippet(resp.text)}"
+            )
+        try:
+            data = resp.json()
+        except ValueError:
+            raise _RetryableFailure(f"non-JSON response body: {snippet(resp.text)!r}") from None
+        try:
+            out = parse(data)
+        except LogprobsFormatError as exc:
+            raise _RetryableFailure(f"{exc}: {snippet(resp.text)}") from None
+        llm._record_usage(data.get("usage") if isinstance(data, dict) else None)
+        return out
+
+    return handle
 
 
-class ScriptedLLM:
-    """Deterministic LLM for tests.
-
-    ``replies`` is either a list consumed in order (an ``Exception`` item is raised instead
-    of returned) or a callable ``messages -> str``. Every call is recorded in ``self.calls``
-    as ``{"messages", "stop", "max_tokens", "temperature"}``; stop strings truncate replies.
-    A reply may be a :class:`~.logprobs.Completion` (its text for :meth:`complete`); a string
-    reply to :meth:`complete_logprobs` is a completion without token logprobs.
-    """
-
-    def __init__(self, replies: list[str | Exception] | Callable[[list[Message]], str]) -> None:
-        if callable(replies):
-            self._fn: Callable[[list[Message]], str] | None = replies
-            self._replies: list[str | Exception] = []
-        else:
-            self._fn = None
-            self._replies = list(replies)
-        self.calls: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        mode = "callable" if self._fn is not None else f"{len(self._replies)} replies left"
-        return f"ScriptedLLM({mode}, {len(self.calls)} calls)"
-
-    @property
-    def remaining(self) -> int:
-        """Replies not yet consumed (0 for a callable script)."""
-        return len(self._replies)
-
-    def complete(
-        self,
-        prompt: str | list[Message],
-        *,
-        stop: list[str] | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-    ) -> str:
-        """Return the next scripted reply (truncated at ``stop``)."""
-        call = {"stop": list(stop) if stop else None, "max_tokens": max_tokens, "temperature": temperature}
-        return self._next(prompt, call, stop)
-
-    def complete_logprobs(
-        self,
-        prompt: str | list[Message],
-        *,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        top_logprobs: int = 20,
-        raw: bool = False,
-    ) -> Any:
-        """The next scripted reply as a :class:`~.logprobs.Completion` (call recorded with
-        ``top_logprobs`` and ``raw``)."""
-        call = {"stop": None, "max_tokens": max_tokens, "temperature": temperature}
-        return self._next(prompt, {**call, "top_logprobs": top_logprobs, "raw": raw}, None, logprobs=True)
-
-    def _next(self, prompt: str | list[Message], call: dict[str, Any], stop: list[str] | None, logprobs: bool = False):
-        from .logprobs import Completion, as_completion
-
-        messages = to_messages(prompt)
-        with self._lock:
-            self.calls.append({"messages": messages, **call})
-            if self._fn is None:
-                if not self._replies:
-                    raise LLMError(
-                        f"ScriptedLLM ran out of replies after {len(self.calls) - 1} call(s); "
-                        f"last prompt: {_snippet(messages[-1]['content'] if messages else '')!r}"
-                    )
-                reply = self._replies.pop(0)
-        if self._fn is not None:
-            reply = self._fn(messages)
-        if isinstance(reply, BaseException):
-            raise reply
-        if logprobs:
-            return as_completion(reply)
-        reply = reply.text if isinstance(reply, Completion) else reply
-        if not isinstance(reply, str):
-            raise LLMResponseError(f"ScriptedLLM reply must be a str, got {type(reply).__name__}")
-        return truncate_at_stop(reply, stop)
-
-    async def acomplete(
-        self,
-        prompt: str | list[Message],
-        *,
-        stop: list[str] | None = None,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-    ) -> str:
-        """Async :meth:`complete`."""
-        return self.complete(prompt, stop=stop, max_tokens=max_tokens, temperature=temperature)
+def openai_complete_logprobs(
+    llm: Any,
+    prompt: str | list[Message],
+    *,
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+    top_logprobs: int = DEFAULT_TOP_LOGPROBS,
+    raw: bool = False,
+    schema: Any = None,
+) -> Completion:
+    """:meth:`OpenAICompatibleLLM.complete_logprobs`: one request through the client's retry plan
+    (same deadline, retries and circuit breaker as ``complete``). ``schema`` is enforced as in
+    ``complete`` (on ``/completions``, ``raw``, only by a vLLM server: OpenAI's
+    ``response_format`` is chat-only); a server that refuses it gets the request once more, plain."""
+    started = time.monotonic()
+    url = f"{llm.base_url}/completions" if raw else llm.url
+    payload = _logprobs_payload(llm, prompt, max_tokens, temperature, top_logprobs, raw)
+    handle = _logprobs_handler(llm, url, raw)
+    body = llm._schema_body(schema) if schema is not None and (not raw or llm._structured_mode() == "vllm") else {}
+    if not body:
+        return llm._post_planned(started, payload, handle, url)
+    try:
+        return llm._post_planned(started, {**payload, **body, **llm.extra_body}, handle, url)
+    except LLMResponseError as exc:
+        if not llm._refused(exc, body):
+            raise
+    return llm._post_planned(started, payload, handle, url)
 
 
 # --------------------------------------------------------------------------- dispatch
@@ -668,8 +549,9 @@ def as_llm(obj: Any) -> LLM | None:
     """Coerce ``obj`` to an :class:`LLM`.
 
     ``None`` -> ``None``; our own clients -> themselves; a LangChain chat model or a LlamaIndex LLM
-    -> its adapter from ``kgrag_plugins.integrations`` (recognised there without importing a
-    framework the caller has not loaded); anything else with ``complete``/``acomplete`` -> itself.
+    -> its adapter from ``kgrag_plugins.integrations`` (the ``"llm"`` hook of
+    :mod:`kgrag_plugins.adapters`; recognised there without importing a framework the caller has
+    not loaded); anything else with ``complete``/``acomplete`` -> itself.
     Anything else raises ``TypeError``.
     """
     if obj is None:
@@ -677,9 +559,8 @@ def as_llm(obj: Any) -> LLM | None:
     if isinstance(obj, _OWN_LLMS):
         return obj
     # Framework models first: a LlamaIndex LLM also has complete/acomplete, with other types.
-    from ..integrations import framework_llm
-
-    adapted = framework_llm(obj)
+    framework_llm = hook("llm")  # registered by kgrag_plugins.integrations (an entry point)
+    adapted = framework_llm(obj) if framework_llm is not None else None
     if adapted is not None:
         return adapted
     if callable(getattr(obj, "complete", None)) and callable(getattr(obj, "acomplete", None)):

@@ -30,8 +30,9 @@ import time
 from typing import Any
 
 from ..config import DEFAULT_LLM_DEADLINE, env_number
-from .llm import LLMResponseError, LLMTimeoutError, Message, to_messages, truncate_at_stop
+from .breaker import LLMResponseError, LLMTimeoutError
 from .logprobs import DEFAULT_TOP_LOGPROBS, Completion, TokenLogprob
+from .messages import Message, to_messages, truncate_at_stop
 from .structured import OutputSchema
 
 __all__ = ["TransformersLLM"]

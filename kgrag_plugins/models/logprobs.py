@@ -26,14 +26,12 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-import httpx
-
-from .llm import LLMResponseError, Message, _RetryableFailure, _snippet, to_messages
+from .breaker import LLMResponseError
+from .messages import Message
 from .replies import CALL_ERRORS, InvalidReply, apply_schema
 from .structured import OutputSchema
 
@@ -222,91 +220,6 @@ def parse_completion_logprobs(data: Any) -> Completion:
         top.setdefault(token, logprob)
         tokens.append(TokenLogprob(token, logprob, top))
     return Completion(text, tokens)
-
-
-# --------------------------------------------------------------------------- HTTP (OpenAICompatibleLLM)
-
-
-def _payload(
-    llm: Any,
-    prompt: str | list[Message],
-    max_tokens: int | None,
-    temperature: float | None,
-    top_logprobs: int,
-    raw: bool,
-) -> dict[str, Any]:
-    if not 0 <= int(top_logprobs) <= 100_000:
-        raise ValueError(f"top_logprobs must be >= 0, got {top_logprobs}")
-    payload: dict[str, Any] = {"model": llm.model}
-    if raw:
-        if not isinstance(prompt, str):
-            raise TypeError("raw=True (the /completions endpoint) needs a prompt string, not chat messages")
-        payload.update(prompt=prompt, logprobs=int(top_logprobs))
-    else:
-        payload.update(messages=to_messages(prompt), logprobs=True, top_logprobs=int(top_logprobs))
-    max_tokens = llm.default_max_tokens if max_tokens is None else max_tokens
-    temperature = llm.default_temperature if temperature is None else temperature
-    if max_tokens is not None:
-        payload["max_tokens"] = max_tokens
-    if temperature is not None:
-        payload["temperature"] = temperature
-    payload.update(llm.extra_body)
-    return payload
-
-
-def _handler(llm: Any, url: str, raw: bool) -> Callable[[httpx.Response], Completion]:
-    parse = parse_completion_logprobs if raw else parse_chat_logprobs
-
-    def handle(resp: httpx.Response) -> Completion:
-        status = resp.status_code
-        if status == 429 or status >= 500:
-            raise _RetryableFailure(f"HTTP {status}: {_snippet(resp.text)}")
-        if status >= 300:
-            raise LLMResponseError(
-                f"LLM request to {url} (model {llm.model!r}) failed with HTTP {status} (not retried): "
-                f"{_snippet(resp.text)}"
-            )
-        try:
-            data = resp.json()
-        except ValueError:
-            raise _RetryableFailure(f"non-JSON response body: {_snippet(resp.text)!r}") from None
-        try:
-            out = parse(data)
-        except LogprobsFormatError as exc:
-            raise _RetryableFailure(f"{exc}: {_snippet(resp.text)}") from None
-        llm._record_usage(data.get("usage") if isinstance(data, dict) else None)
-        return out
-
-    return handle
-
-
-def openai_complete_logprobs(
-    llm: Any,
-    prompt: str | list[Message],
-    *,
-    max_tokens: int | None = None,
-    temperature: float | None = None,
-    top_logprobs: int = DEFAULT_TOP_LOGPROBS,
-    raw: bool = False,
-    schema: Any = None,
-) -> Completion:
-    """:meth:`OpenAICompatibleLLM.complete_logprobs`: one request through the client's retry plan
-    (same deadline, retries and circuit breaker as ``complete``). ``schema`` is enforced as in
-    ``complete`` (on ``/completions``, ``raw``, only by a vLLM server: OpenAI's
-    ``response_format`` is chat-only); a server that refuses it gets the request once more, plain."""
-    started = time.monotonic()
-    url = f"{llm.base_url}/completions" if raw else llm.url
-    payload = _payload(llm, prompt, max_tokens, temperature, top_logprobs, raw)
-    handle = _handler(llm, url, raw)
-    body = llm._schema_body(schema) if schema is not None and (not raw or llm._structured_mode() == "vllm") else {}
-    if not body:
-        return llm._post_planned(started, payload, handle, url)
-    try:
-        return llm._post_planned(started, {**payload, **body, **llm.extra_body}, handle, url)
-    except LLMResponseError as exc:
-        if not llm._refused(exc, body):
-            raise
-    return llm._post_planned(started, payload, handle, url)
 
 
 # --------------------------------------------------------------------------- validated calls

@@ -22,7 +22,8 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .llm import LLMError, Message
+from .breaker import LLMError
+from .messages import Message
 from .structured import OutputSchema, schema_enabled
 
 __all__ = ["InvalidReply", "apply_schema", "check_text", "complete_validated", "first_line", "is_refusal"]

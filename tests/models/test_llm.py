@@ -22,9 +22,8 @@ from kgrag_plugins.models.llm import (
     OpenAICompatibleLLM,
     ScriptedLLM,
     as_llm,
-    to_messages,
-    truncate_at_stop,
 )
+from kgrag_plugins.models.messages import to_messages, truncate_at_stop
 
 FAST = {"timeout": 0.3, "backoff": 0.01}
 

@@ -15,7 +15,7 @@ against data other processes share:
   entity, cached), a sentence's text, passage and roles.
 
 The object answers the read methods of ``ParseKG`` that the translator calls, in the same
-orders, so :class:`~.retrieve.DBTranslatorRetriever` returns the in-memory Evidence
+orders, so :class:`~kgrag_plugins.methods.graphdb.DBTranslatorRetriever` returns the in-memory Evidence
 (tests/index/test_graphdb_translator.py). Load the graph first (``PropertyGraphKG.load``
 clears the entity nodes, and with them the roles), then the ParseKG. Reads are cached per
 object: after reloading the database, make a new one.

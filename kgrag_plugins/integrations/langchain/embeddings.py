@@ -15,7 +15,8 @@ from typing import Any, Sequence
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from ...models.embed import Embedder, _normalize, default_embedder
+from ...models.embed import default_embedder
+from ...models.embed_base import Embedder, normalize_rows
 
 __all__ = ["KGRAGEmbeddings", "LangChainEmbedder"]
 
@@ -62,7 +63,7 @@ class LangChainEmbedder:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return _normalize(np.asarray(self.embeddings.embed_documents(texts), dtype=np.float32))
+        return normalize_rows(np.asarray(self.embeddings.embed_documents(texts), dtype=np.float32))
 
     def __repr__(self) -> str:
         return f"LangChainEmbedder(name={self.name!r}, dim={self.dim})"

@@ -42,7 +42,8 @@ from .._extras import require
 require("langgraph", "langgraph", "langchain_core", feature="kgrag_plugins.integrations.langgraph")
 
 from .activation import activation_graph  # noqa: E402
-from .frag import frag_graph, make_frag_node  # noqa: E402
+from .frag import frag_graph  # noqa: E402
+from .frag_nodes import make_frag_node  # noqa: E402
 from .kg_infused import (  # noqa: E402
     kg_infused_graph,
     make_activation_node,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...index.store import KnowledgeIndex
-from .nodes import make_retrieve_node, method_of, retrieve_then_generate
+from .common import method_of
+from .nodes import make_retrieve_node, retrieve_then_generate
 
 if TYPE_CHECKING:  # pragma: no cover
     from langgraph.graph.state import CompiledStateGraph

@@ -1,98 +1,25 @@
-"""FRAG (METHODS.md §2) as nodes and a graph: ``router -> frag_simple | frag_complex -> [generate]``."""
+"""FRAG (METHODS.md §2) as a graph: ``router -> frag_simple | frag_complex -> [generate]`` (the
+nodes: :mod:`.frag_nodes`; re-exported here)."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.runnables import RunnableLambda
 from langgraph.graph import END, START, StateGraph
 
 from ...index.store import KnowledgeIndex
 from ...models.llm import as_llm
-from ...types import Evidence, Fact
-from .events import emit, emit_trace
-from .nodes import ROUTES, is_frag, make_generate_node, method_of, runnable_node, same_llm
+from .common import method_of, same_llm
+from .frag_nodes import frag_generate_node, make_frag_node
+from .nodes import make_generate_node
 from .router import make_route_node, route_by_hops
-from .state import (
-    KGRAGState,
-    add_llm_errors,
-    answer_update,
-    documents_to_passages,
-    evidence_to_documents,
-    question_of,
-    with_trace,
-)
+from .state import KGRAGState
 
 if TYPE_CHECKING:  # pragma: no cover
     from langgraph.graph.state import CompiledStateGraph
 
-    from ...methods.frag import FRAGRetriever
 
-
-def make_frag_node(retriever: FRAGRetriever, route: str | None = None, k: int = 5) -> RunnableLambda:
-    """FRAG path retrieval (METHODS.md §2 steps 3-7) as a node: ``retriever.evidence(query, k, route=...)``.
-
-    ``route`` forces FRAG's simple or complex pipeline; ``None`` uses ``state["route"]`` when set, else
-    the retriever routes itself. ``state["topic_entities"]`` (entity ids), when given, replaces the
-    question's entity linking. Writes ``facts`` (the verbalised paths, best first), ``documents``
-    (passages linked to path entities; empty for a KG without passages), ``answers`` (LLM-free: end
-    entities of the top paths), ``route`` and ``trace["frag"]`` (FRAG's trace: topic entities, sizes,
-    timings; ``error`` when no topic entity was found). ``ainvoke`` runs it in a worker thread.
-    """
-    if route is not None and route not in ROUTES:
-        raise ValueError(f"route must be None, 'simple' or 'complex', got {route!r}")
-    if not is_frag(retriever):
-        raise TypeError(f"make_frag_node needs a FRAGRetriever, got {type(retriever).__name__}")
-
-    def args(state: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        chosen = route or (state["route"] if state.get("route") in ROUTES else None)
-        return state.get("query") or question_of(state), {
-            "route": chosen,
-            "topic_entities": state.get("topic_entities"),
-        }
-
-    node_name = f"frag_{route}" if route else "frag"
-
-    def update(state: dict[str, Any], ev: Evidence) -> dict[str, Any]:
-        facts = [f.text for f in ev.facts]
-        emit_trace(node_name, {"route": ev.trace.get("route")})
-        emit({"event": "paths", "node": node_name, "paths": facts, "answers": list(ev.trace.get("answers") or [])})
-        return {
-            "documents": evidence_to_documents(ev, retriever=retriever.name),
-            "facts": facts,
-            "answers": list(ev.trace.get("answers") or []),
-            "route": ev.trace.get("route"),
-            "trace": with_trace(state, frag=ev.trace),
-        }
-
-    def frag(state: dict[str, Any]) -> dict[str, Any]:
-        q, kw = args(state)
-        return update(state, retriever.evidence(q, k, **kw))
-
-    async def afrag(state: dict[str, Any]) -> dict[str, Any]:
-        q, kw = args(state)
-        return update(state, await asyncio.to_thread(retriever.evidence, q, k, **kw))
-
-    return runnable_node(node_name, frag, afrag)
-
-
-def frag_generate_node(frag: FRAGRetriever) -> RunnableLambda:
-    """FRAG's answer step (§2 step 8) over the paths in ``facts`` and the ``answers`` in state."""
-
-    def generate(state: dict[str, Any]) -> dict[str, Any]:
-        q = question_of(state)
-        frag_trace = dict((state.get("trace") or {}).get("frag") or {})
-        frag_trace["answers"] = list(state.get("answers") or frag_trace.get("answers") or [])
-        facts = [f if isinstance(f, Fact) else Fact(str(f), kind="path") for f in state.get("facts") or ()]
-        ev = Evidence(q, documents_to_passages(state.get("documents")), facts, frag_trace)
-        ans = frag.answer(q, evidence=ev)
-        if ans.metadata.get("llm_error"):  # logged at WARNING by the method
-            errors = [{"step": "answer", "error": ans.metadata["llm_error"]}]
-            return answer_update(state, ans.text, trace=add_llm_errors(state, errors))
-        return answer_update(state, ans.text)
-
-    return runnable_node("generate", generate)
+__all__ = ["frag_generate_node", "frag_graph", "make_frag_node"]
 
 
 def frag_graph(

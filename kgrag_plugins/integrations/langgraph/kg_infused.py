@@ -10,8 +10,9 @@ from langgraph.graph import END, START, StateGraph
 
 from ...index.store import KnowledgeIndex
 from ...models.llm import as_llm
+from .common import method_of, runnable_node, same_llm
 from .events import emit_trace
-from .nodes import make_generate_node, method_of, runnable_node, same_llm
+from .nodes import make_generate_node
 from .state import KGRAGState, documents_to_passages, evidence_to_documents, llm_error_trace, question_of, with_trace
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -20,8 +20,9 @@ from langgraph.graph import END, START, StateGraph
 
 from ...index.store import KnowledgeIndex
 from ...methods.know3.verify import KGVerifier
+from .common import runnable_node
 from .events import emit_trace
-from .nodes import make_retrieve_node, retrieve_then_generate, runnable_node
+from .nodes import make_retrieve_node, retrieve_then_generate
 from .state import KGRAGState, documents_to_passages, question_of, with_trace
 
 if TYPE_CHECKING:  # pragma: no cover

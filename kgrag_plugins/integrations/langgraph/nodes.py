@@ -4,16 +4,16 @@ nodes and graphs with."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableLambda
 from langgraph.graph import END, START, StateGraph
 
-from ...index.store import KnowledgeIndex
 from ...models.llm import as_llm
 from ...types import Evidence
+from .common import is_frag, runnable_node
 from .events import emit_trace
+from .frag_nodes import frag_generate_node
 from .prompt import prompt_builder
 from .state import (
     KGRAGState,
@@ -30,12 +30,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from langgraph.graph.state import CompiledStateGraph
 
     from ...methods.base import Retriever
-
-
-def runnable_node(
-    name: str, func: Callable[[dict], dict], afunc: Callable[[dict], Any] | None = None
-) -> RunnableLambda:
-    return RunnableLambda(func, afunc=afunc, name=name)
 
 
 def _context_retriever(cache: dict[int, Any]) -> Any:
@@ -175,8 +169,6 @@ def make_generate_node(
 
 def _method_generate_node(method: Any) -> RunnableLambda:
     if is_frag(method):
-        from .frag import frag_generate_node
-
         return frag_generate_node(method)
     if callable(getattr(method, "final_answer", None)):  # SA-RAG CoT
 
@@ -194,30 +186,6 @@ def _method_generate_node(method: Any) -> RunnableLambda:
     else:
         raise TypeError(f"{type(method).__name__} has no answer()/final_answer() step")
     return runnable_node("generate", generate)
-
-
-def method_of(retriever_or_index: Any, build: Callable[[KnowledgeIndex], Any]) -> Any:
-    return build(retriever_or_index) if isinstance(retriever_or_index, KnowledgeIndex) else retriever_or_index
-
-
-def same_llm(a: Any, b: Any) -> bool:
-    inner = lambda x: getattr(x, "chat_model", None) or getattr(x, "llm", None) or x  # noqa: E731
-    return a is b or (a is not None and inner(a) is inner(b))
-
-
-ROUTES = ("simple", "complex")
-
-
-def is_frag(obj: Any) -> bool:
-    from ...methods.frag import FRAGRetriever
-
-    return isinstance(obj, FRAGRetriever)
-
-
-def check_route(route: Any, source: str) -> str:
-    if route not in ROUTES:
-        raise ValueError(f"{source} returned route {route!r}; expected 'simple' or 'complex'")
-    return route
 
 
 def retrieve_then_generate(

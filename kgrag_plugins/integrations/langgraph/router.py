@@ -11,8 +11,10 @@ import numpy as np
 from langchain_core.runnables import Runnable, RunnableLambda
 from langgraph.graph import END, START, StateGraph
 
+from .common import check_route, is_frag, runnable_node
 from .events import emit_trace
-from .nodes import check_route, is_frag, make_retrieve_node, runnable_node
+from .frag_nodes import make_frag_node
+from .nodes import make_retrieve_node
 from .state import KGRAGState, question_of, with_trace
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -93,8 +95,6 @@ def _branch(node: Any, route: str, k: int) -> Any:
     from ...methods.base import Retriever
 
     if is_frag(node):
-        from .frag import make_frag_node
-
         return make_frag_node(node, route, k)
     if isinstance(node, Retriever):
         return make_retrieve_node(node, k)

@@ -10,8 +10,9 @@ from langchain_core.runnables import RunnableLambda
 from langgraph.graph import END, START, StateGraph
 
 from ...models.llm import as_llm
+from .common import method_of, runnable_node
 from .events import emit, emit_trace
-from .nodes import make_generate_node, method_of, runnable_node
+from .nodes import make_generate_node
 from .state import KGRAGState, evidence_to_documents, question_of, with_trace
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -8,7 +8,8 @@ from langchain_core.runnables import RunnableLambda
 
 from ...index.store import KnowledgeIndex
 from ...models.llm import as_llm
-from .nodes import make_retrieve_node, method_of, retrieve_then_generate
+from .common import method_of
+from .nodes import make_retrieve_node, retrieve_then_generate
 
 if TYPE_CHECKING:  # pragma: no cover
     from langgraph.graph.state import CompiledStateGraph

@@ -17,7 +17,8 @@ import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.bridge.pydantic import PrivateAttr
 
-from ...models.embed import Embedder, _normalize, default_embedder
+from ...models.embed import default_embedder
+from ...models.embed_base import Embedder, normalize_rows
 
 __all__ = ["KGRAGEmbedding", "LlamaIndexEmbedder"]
 
@@ -42,7 +43,7 @@ class LlamaIndexEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         vecs = self.embed_model.get_text_embedding_batch(texts, show_progress=bool(progress))
-        return _normalize(np.asarray(vecs, dtype=np.float32))
+        return normalize_rows(np.asarray(vecs, dtype=np.float32))
 
     def __repr__(self) -> str:
         return f"LlamaIndexEmbedder(name={self.name!r}, dim={self.dim})"

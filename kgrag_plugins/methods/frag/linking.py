@@ -4,7 +4,7 @@ MetaQA-style questions mark the topic in brackets (``[Ginger Rogers]``); other q
 linked by NER spans and name/alias n-grams (:func:`~kgrag_plugins.index.builders.linking.link_question`),
 then, when nothing matched, by the nearest entity-name vector of a question span. One linker
 serves the in-memory :class:`~.retriever.FRAGRetriever` and the graph-database one
-(:class:`~kgrag_plugins.index.graphdb.retrieve.DBFRAGRetriever`, whose ``graph`` is the
+(:class:`~kgrag_plugins.methods.graphdb.DBFRAGRetriever`, whose ``graph`` is the
 database's entity table).
 """
 

@@ -411,4 +411,4 @@ _TRIPLE = f'\\{{"subject": {_FIELD}, "predicate": {_FIELD}, "object": {_FIELD}\\
 EXTRACTION_SCHEMA: OutputSchema = regex_schema(
     "know3_triples", f"None|\\[{_TRIPLE}(?:, {_TRIPLE})*\\]", max_tokens=MAX_TOKENS["triple_extraction"]
 )
-assert "\"" not in PHRASE_CHARS  # a field's phrase can never close its JSON string
+assert '"' not in PHRASE_CHARS  # a field's phrase can never close its JSON string

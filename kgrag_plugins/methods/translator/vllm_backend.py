@@ -39,7 +39,8 @@ from typing import Any
 
 import httpx
 
-from ...models.llm import LLMError, LLMResponseError, _RetryableFailure, _snippet
+from ...models.llm import LLMError, LLMResponseError, _RetryableFailure
+from ...models.messages import snippet
 from ...models.vllm_logits import FORMAT, FQCN, VERSION, TranslatorConstraints
 from .constraints import RELATION_PREFIX, SEPARATOR, ConstraintIndex, Direction
 from .decoding import ProjectionBackend, clue_prompt
@@ -103,14 +104,14 @@ def _post_completions(llm: Any, payload: dict[str, Any]) -> list[dict[str, Any]]
 
     def handle(resp: httpx.Response) -> list[dict[str, Any]]:
         if resp.status_code == 429 or resp.status_code >= 500:
-            raise _RetryableFailure(f"HTTP {resp.status_code}: {_snippet(resp.text)}")
+            raise _RetryableFailure(f"HTTP {resp.status_code}: {snippet(resp.text)}")
         if resp.status_code >= 300:
-            raise LLMResponseError(f"{url} failed with HTTP {resp.status_code}: {_snippet(resp.text)}")
+            raise LLMResponseError(f"{url} failed with HTTP {resp.status_code}: {snippet(resp.text)}")
         try:
             data = resp.json()
             choices = sorted(data["choices"], key=lambda c: c.get("index", 0))
         except (ValueError, KeyError, TypeError):
-            raise _RetryableFailure(f"malformed completions body: {_snippet(resp.text)}") from None
+            raise _RetryableFailure(f"malformed completions body: {snippet(resp.text)}") from None
         llm._record_usage(data.get("usage"))
         return choices
 

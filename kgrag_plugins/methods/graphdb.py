@@ -1,4 +1,6 @@
-"""The graph methods over a graph database: per query, fetch the seeds' subgraph, run in memory.
+"""The graph methods over a graph database (the database variants of activation, FRAG and
+KG-Translator; the storage they read is :mod:`kgrag_plugins.index.graphdb`): per query, fetch
+the seeds' subgraph, run in memory.
 
 :class:`DBActivationRetriever` (the recommended ``activation`` retriever, spreading activation by
 personalized PageRank) and :class:`DBFRAGRetriever` (FRAG, METHODS.md §2) find their seeds
@@ -17,22 +19,22 @@ from typing import Any
 
 import numpy as np
 
-from ...methods.activation import (
+from ..index.builders.linking import NameIndex, link_question
+from ..index.graph import KnowledgeGraph
+from ..index.graphdb.kg import PropertyGraphKG
+from ..index.graphdb.parsekg import PropertyGraphParseKG
+from ..index.store import KnowledgeIndex
+from ..types import Evidence
+from .activation import (
     DEFAULT_BM25_SEEDS,
     PUSH_MIN_NODES,
     ActivationRetriever,
     TextVectorCache,
     TitleMentions,
 )
-from ...methods.base import Retriever
-from ...methods.frag.linking import TopicLinker
-from ...methods.frag.retriever import COMPLEX_HOPS, LARGE_GRAPH_ENTITIES, SIMPLE_HOPS, FRAGRetriever
-from ...types import Evidence
-from ..builders.linking import NameIndex, link_question
-from ..graph import KnowledgeGraph
-from ..store import KnowledgeIndex
-from .kg import PropertyGraphKG
-from .parsekg import PropertyGraphParseKG
+from .base import Retriever
+from .frag.linking import TopicLinker
+from .frag.retriever import COMPLEX_HOPS, LARGE_GRAPH_ENTITIES, SIMPLE_HOPS, FRAGRetriever
 
 __all__ = ["DBActivationRetriever", "DBFRAGRetriever", "DBTranslatorRetriever", "index_view"]
 
@@ -202,8 +204,8 @@ class DBFRAGRetriever(Retriever):
     def __init__(self, index: KnowledgeIndex, kg: PropertyGraphKG, *, hops: int | None = None, **options: Any) -> None:
         from pathlib import Path
 
-        from ...methods.frag.hop_classifier import HopClassifier
-        from ...methods.frag.path_ranker import PathRanker
+        from .frag.hop_classifier import HopClassifier
+        from .frag.path_ranker import PathRanker
 
         # load saved models once, not per query
         if isinstance(options.get("classifier"), (str, Path)):
@@ -218,10 +220,8 @@ class DBFRAGRetriever(Retriever):
         self._refresh()
 
     def _refresh(self) -> None:
-        from ..builders.linking import NameIndex as _NameIndex
-
         self._table = _check_aligned(self.index, self.kg)
-        self._names = _NameIndex.from_graph(self._table)
+        self._names = NameIndex.from_graph(self._table)
         threshold = float(self.options.get("link_threshold", 0.85))
         self._linker = TopicLinker(self.index, self._table, self._names, threshold)
         self._local = self._table.num_entities >= LARGE_GRAPH_ENTITIES
@@ -319,7 +319,7 @@ class DBTranslatorRetriever(Retriever):
         self._refresh()
 
     def _refresh(self) -> None:
-        from ...methods.translator.retriever import TranslatorRetriever
+        from .translator.retriever import TranslatorRetriever
 
         table = _check_aligned(self.index, self.kg)
         view = index_view(self.index, _LinkedTable(table, self.kg), entity_vectors=True, parsekg=self.parsekg)
