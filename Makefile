@@ -41,11 +41,14 @@ else
 	@echo "chromium: $(CHROMIUM)"
 endif
 
+# No pytest cache and no __pycache__ folders in the checkout (tests write only to temp dirs).
+TEST_ENV := PYTHONPYCACHEPREFIX=$${TMPDIR:-/tmp}/kgrag-pycache
+
 test: $(STAMP) browser models
-	$(PY) -m pytest -q
+	$(TEST_ENV) $(PY) -m pytest -q -p no:cacheprovider
 
 test-slow: $(STAMP) browser
-	$(PY) -m pytest -q -m slow
+	$(TEST_ENV) $(PY) -m pytest -q -p no:cacheprovider -m slow
 
 # Execute every notebook offline (outputs are not written back: the committed ones stay stripped).
 notebooks: $(STAMP)

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from kgrag_plugins.config import setup_offline_env
-from kgrag_plugins.eval.bench import RETRIEVERS, dataset_index, evaluate_retriever
-from kgrag_plugins.eval.datasets import load_dataset
+from kgrag_plugins.datasets import dataset_index, load_dataset
+from kgrag_plugins.eval.bench import RETRIEVERS, evaluate_retriever
 from kgrag_plugins.models.embed import Embedder, SentenceTransformerEmbedder
 from kgrag_plugins.models.embed_onnx import OnnxEmbedder
 

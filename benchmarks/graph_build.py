@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from kgrag_plugins.config import setup_offline_env
-from kgrag_plugins.eval.datasets import load_dataset
+from kgrag_plugins.datasets import load_dataset
 from kgrag_plugins.index.store import KnowledgeIndex
 from kgrag_plugins.models.embed import default_embedder
 

@@ -55,11 +55,11 @@ def main(argv: list[str] | None = None) -> dict:
 
     from kgrag_plugins.eval.bench_scale import MANIFEST, generate
     from kgrag_plugins.index.graphdb import FalkorDBServer
-    from kgrag_plugins.methods.graphdb import DBFRAGRetriever, index_view
     from kgrag_plugins.index.importers import load_kg
     from kgrag_plugins.index.store import KnowledgeIndex
     from kgrag_plugins.integrations.llama_index.graphdb import falkordb_kg, kuzu_kg
     from kgrag_plugins.methods.frag.retriever import LARGE_GRAPH_ENTITIES, FRAGRetriever
+    from kgrag_plugins.methods.graphdb import DBFRAGRetriever, index_view
 
     if args.large_from is not None:
         from kgrag_plugins.methods import graphdb as db_retrieve

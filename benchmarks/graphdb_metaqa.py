@@ -33,14 +33,14 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
 
-    from kgrag_plugins.eval.datasets import load_dataset
+    from kgrag_plugins.datasets import load_dataset
     from kgrag_plugins.index.graphdb import FalkorDBServer
-    from kgrag_plugins.methods.graphdb import DBActivationRetriever, DBFRAGRetriever, index_view
     from kgrag_plugins.index.importers import load_kg
     from kgrag_plugins.index.store import KnowledgeIndex
     from kgrag_plugins.integrations.llama_index.graphdb import falkordb_kg, kuzu_kg
     from kgrag_plugins.methods.activation import ActivationRetriever
     from kgrag_plugins.methods.frag.retriever import FRAGRetriever
+    from kgrag_plugins.methods.graphdb import DBActivationRetriever, DBFRAGRetriever, index_view
 
     ds = load_dataset("metaqa", data_dir=args.data_dir)
     graph, _ = load_kg(ds.kb_path, "metaqa", progress=False)

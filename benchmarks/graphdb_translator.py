@@ -41,12 +41,10 @@ def main(argv: list[str] | None = None) -> dict:
 
     import os
 
-    from kgrag_plugins.eval.bench import dataset_index
-    from kgrag_plugins.eval.datasets import load_dataset
+    from kgrag_plugins.datasets import dataset_index, load_dataset
     from kgrag_plugins.index.graphdb import FalkorDBServer, PropertyGraphParseKG
-    from kgrag_plugins.methods.graphdb import DBTranslatorRetriever
-    from kgrag_plugins.methods.graphdb import index_view
     from kgrag_plugins.integrations.llama_index.graphdb import falkordb_kg, kuzu_kg
+    from kgrag_plugins.methods.graphdb import DBTranslatorRetriever, index_view
     from kgrag_plugins.methods.translator.retriever import TranslatorRetriever
 
     ds = load_dataset(args.dataset, data_dir=args.data_dir)

@@ -14,8 +14,7 @@ import json
 import logging
 import time
 
-from kgrag_plugins.eval.bench import dataset_index
-from kgrag_plugins.eval.datasets import load_dataset
+from kgrag_plugins.datasets import dataset_index, load_dataset
 from kgrag_plugins.models.kge import train_kge
 
 log = logging.getLogger("kgrag_plugins.benchmarks")

@@ -87,8 +87,7 @@ def _memoise(index: Any) -> None:
 
 
 def evaluate(dataset: str, configs: dict[str, dict[str, Any]], k: int = 5) -> dict[str, Any]:
-    from kgrag_plugins.eval.bench import dataset_index
-    from kgrag_plugins.eval.datasets import load_dataset
+    from kgrag_plugins.datasets import dataset_index, load_dataset
     from kgrag_plugins.methods.activation import ActivationRetriever
 
     ds = load_dataset(dataset)

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from kgrag_plugins.config import data_dir, setup_offline_env
-from kgrag_plugins.eval.datasets import load_corpus_jsonl
+from kgrag_plugins.datasets import load_corpus_jsonl
 from kgrag_plugins.index.builders.nlp import load_spacy, parse_passages
 from kgrag_plugins.index.ray_build import build_index_ray
 from kgrag_plugins.index.store import KnowledgeIndex

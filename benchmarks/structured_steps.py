@@ -16,7 +16,7 @@ import logging
 import time
 from pathlib import Path
 
-from kgrag_plugins.eval.datasets import load_dataset
+from kgrag_plugins.datasets import load_dataset
 from kgrag_plugins.eval.structured_steps import STEPS, RecordingLLM, run_step, samples
 
 logger = logging.getLogger("benchmarks.structured_steps")

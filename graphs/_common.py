@@ -38,7 +38,7 @@ def _sample_dir() -> Path:
     """Cache directory of the sample index, keyed by the corpus and the package version."""
     from kgrag_plugins._version import __version__
     from kgrag_plugins.config import INDEX_FORMAT_VERSION, cache_dir
-    from kgrag_plugins.eval.datasets import bundled_file
+    from kgrag_plugins.datasets import bundled_file
 
     with bundled_file("sample_corpus.jsonl") as p:
         digest = hashlib.sha256(Path(p).read_bytes()).hexdigest()[:12]
@@ -49,7 +49,7 @@ def _sample_dir() -> Path:
 def _build_sample(target: Path) -> None:
     """Index the bundled sample into ``target`` (built beside it, then renamed: concurrent
     processes never see a half-built index; the loser of a race drops its copy)."""
-    from kgrag_plugins.eval.datasets import sample_corpus
+    from kgrag_plugins.datasets import sample_corpus
     from kgrag_plugins.index.store import KnowledgeIndex
 
     target.parent.mkdir(parents=True, exist_ok=True)

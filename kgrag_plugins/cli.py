@@ -103,7 +103,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_index(args: argparse.Namespace) -> int:
-    from .eval.datasets import load_corpus_jsonl
+    from .datasets.loaders import load_corpus_jsonl
     from .index.store import KnowledgeIndex
 
     if not args.corpus and not args.kg:
@@ -164,8 +164,8 @@ def _cmd_show_graph(args: argparse.Namespace) -> int:
 
 
 def _cmd_linking(args: argparse.Namespace) -> int:
-    from .eval.bench import dataset_index
-    from .eval.datasets import load_dataset
+    from .datasets.indexes import dataset_index
+    from .datasets.loaders import load_dataset
     from .eval.linking import linking_quality
 
     out = {}

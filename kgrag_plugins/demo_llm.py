@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from .eval.datasets import sample_corpus, sample_questions
-from .eval.metrics import answer_scores
+from .datasets.loaders import sample_corpus, sample_questions
+from .datasets.metrics import answer_scores
 from .index.store import KnowledgeIndex
 from .methods.activation import ActivationRetriever
 from .methods.answer import generate_answer

@@ -30,6 +30,40 @@ def data_dir() -> Path:
     return d
 
 
+def require_extra(module: str, extra: str):
+    """Import ``module`` from the ``extra`` of pyproject.toml. ``make test`` installs every extra
+    (``.[all,dev]``), so a missing one is a broken install: the test FAILS naming the extra, never
+    skips (skips stay for what make test does not install: vLLM's own venv, a GPU, LLM servers)."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        pytest.fail(
+            f"{module} is not importable ({e}): it comes with the {extra!r} extra, which `make test` "
+            f"installs (pip install -e '.[all,dev]'); install it with pip install -e '.[{extra}]'",
+            pytrace=False,
+        )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _writes_stay_in_tmp(tmp_path_factory):
+    """Tests write only to temporary directories, never the checkout (the cwd of ``make test``):
+    ``KGRAG_CACHE_DIR`` (index caches, QA journals, KGE caches; default ``./.kgrag_cache``) points
+    into pytest's temp dir unless the caller set it (e.g. to reuse real-dataset indexes across slow
+    runs), and so does Hypothesis's storage (default ``./.hypothesis``)."""
+    from hypothesis import configuration
+
+    with pytest.MonkeyPatch.context() as mp:
+        if not os.environ.get("KGRAG_CACHE_DIR"):
+            mp.setenv("KGRAG_CACHE_DIR", str(tmp_path_factory.mktemp("kgrag-cache")))
+        configuration.set_hypothesis_home_dir(tmp_path_factory.mktemp("hypothesis"))
+        try:
+            yield
+        finally:
+            configuration.set_hypothesis_home_dir(None)
+
+
 # --------------------------------------------------------------------------- index fixtures
 
 import hashlib  # noqa: E402
@@ -115,8 +149,8 @@ def qa_bench_on_sample(request, monkeypatch, tmp_path):
     vectors as the sample's cached plain and graph indexes: no re-embedding; the cache itself is
     tested in tests/test_cli.py), and default journals and caches go under a temporary directory,
     never the checkout."""
+    from kgrag_plugins.datasets.loaders import load_dataset
     from kgrag_plugins.eval import bench, qa
-    from kgrag_plugins.eval.datasets import load_dataset
 
     monkeypatch.setenv("KGRAG_CACHE_DIR", str(tmp_path / "kgrag-cache"))
     index = request.getfixturevalue("sample_mentions_index")
@@ -126,6 +160,7 @@ def qa_bench_on_sample(request, monkeypatch, tmp_path):
         assert ds.corpus_hash() == sample_hash
         return index, True
 
+    # patched where it is looked up: qa and bench each import it from kgrag_plugins.datasets.indexes
     monkeypatch.setattr(qa, "dataset_index", cached)
     monkeypatch.setattr(bench, "dataset_index", cached)
 
@@ -196,4 +231,11 @@ def universal_llm():
 
 
 # the vLLM lane's session fixtures (tests/vllm; built only when a vllm-marked test asks for them)
-from vllm_lane import kg_index, lora_adapter, question_templates, tiny_model, vllm_server  # noqa: E402,F401
+from vllm_lane import (  # noqa: E402,F401
+    kg_index,
+    lora_adapter,
+    question_templates,
+    tiny_model,
+    vllm_report_dir,
+    vllm_server,
+)

@@ -8,10 +8,11 @@ import shutil
 import pytest
 
 from kgrag_plugins.cli import main
+from kgrag_plugins.datasets.indexes import dataset_index
+from kgrag_plugins.datasets.loaders import Dataset, load_dataset
+from kgrag_plugins.datasets.metrics import mean, recall_at_k
 from kgrag_plugins.demo import run_demo
-from kgrag_plugins.eval.bench import dataset_index, markdown_table, run_bench
-from kgrag_plugins.eval.datasets import Dataset, load_dataset
-from kgrag_plugins.eval.metrics import mean, recall_at_k
+from kgrag_plugins.eval.bench import markdown_table, run_bench
 from kgrag_plugins.index.store import KnowledgeIndex
 from kgrag_plugins.methods.baselines import DenseRetriever
 from kgrag_plugins.models.llm import ScriptedLLM

@@ -4,9 +4,12 @@ item 5). ``make notebooks`` runs the same execution and keeps nothing."""
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import require_extra
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
@@ -30,14 +33,31 @@ def test_docs_link_every_notebook():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_executes(path):
-    import nbformat
-    from nbclient import NotebookClient
+def test_notebook_executes(path, tmp_path, monkeypatch):
+    nbformat = require_extra("nbformat", "notebooks")
+    NotebookClient = require_extra("nbclient", "notebooks").NotebookClient
 
+    # The kernel runs in notebooks/ (03 reads docs/benchmarks from there) and writes only to its temp
+    # dir (the notebooks' tempfile.mkdtemp workdirs): that is under tmp_path, removed after the run.
+    kernel_tmp = tmp_path / "kernel-tmp"
+    kernel_tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(kernel_tmp))
+    system_tmp = Path(tempfile.gettempdir())
+    left_before = set(system_tmp.glob("kgrag-nb-*"))
+    notebooks_before = sorted(p.name for p in path.parent.iterdir())
     book = nbformat.read(path, as_version=4)
-    NotebookClient(
-        book, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
-    ).execute()
+    try:
+        NotebookClient(
+            book, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+        ).execute()
+        made = sorted(p.name for p in kernel_tmp.glob("kgrag-nb-*"))
+    finally:
+        shutil.rmtree(kernel_tmp, ignore_errors=True)
+    assert set(system_tmp.glob("kgrag-nb-*")) == left_before, "a notebook wrote to the system temp dir"
+    assert sorted(p.name for p in path.parent.iterdir()) == notebooks_before, "a notebook wrote into notebooks/"
+    uses_workdir = "tempfile.mkdtemp(" in path.read_text(encoding="utf-8")
+    assert len(made) == uses_workdir, made  # its one workdir was made under tmp_path (then removed)
+    assert not kernel_tmp.exists()
     errors = [o for c in book.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
     outputs = [o for c in book.cells if c.cell_type == "code" for o in c.outputs]

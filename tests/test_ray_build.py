@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import require_extra
 
 from kgrag_plugins.cli import main
 from kgrag_plugins.index.ray_build import RayNotInstalledError, build_index_ray, require_ray
@@ -27,7 +28,7 @@ from kgrag_plugins.types import Passage
 @pytest.fixture(scope="module")
 def local_ray():
     """A local 2-CPU Ray for the module (build_index_ray uses an initialised Ray and leaves it running)."""
-    ray = pytest.importorskip("ray", reason="the ray extra is part of make test's install (.[all,dev])")
+    ray = require_extra("ray", "ray")
     assert not ray.is_initialized()
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import tests/
     ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
@@ -221,7 +222,7 @@ def test_missing_ray_extra_is_a_clear_error(monkeypatch, tmp_path, capsys, sampl
 
 @pytest.mark.slow
 def test_ray_build_matches_single_process_on_2k_musique(local_ray, tmp_path, data_dir) -> None:
-    from kgrag_plugins.eval.datasets import load_corpus_jsonl
+    from kgrag_plugins.datasets.loaders import load_corpus_jsonl
 
     corpus_file = Path(data_dir) / "musique" / "corpus.jsonl"
     assert corpus_file.is_file(), f"MuSiQue corpus missing: {corpus_file}"

@@ -66,6 +66,45 @@ def question_templates() -> list[str]:
 
 
 @pytest.fixture(scope="session")
+def vllm_report_dir(tmp_path_factory) -> Path:
+    """Where the lane's tests write their JSON reports: pytest's temp dir, never the checkout
+    (docs/benchmarks holds reports of benchmark commands, not of test runs)."""
+    return tmp_path_factory.mktemp("vllm-reports")
+
+
+def served_vllm_version(server) -> str:
+    """The vLLM version the running server reports (``GET /version``), not a typed-in string."""
+    import httpx
+
+    root = server.base_url.removesuffix("/v1")
+    resp = httpx.get(f"{root}/version", timeout=10)
+    resp.raise_for_status()
+    version = resp.json()["version"]
+    assert isinstance(version, str) and version, resp.text
+    return version
+
+
+def server_settings(server) -> dict:
+    """The settings the server was started with, read from the VLLMServer object."""
+    return {
+        "enforce_eager": server.enforce_eager or "--enforce-eager" in server.extra_args,
+        "dtype": server.dtype,
+        "max_model_len": server.max_model_len,
+        "logits_processors": list(server.logits_processors),
+        "lora_modules": sorted(server.lora_modules),
+    }
+
+
+def model_shape(path) -> dict:
+    """The served model's shape, read from its saved ``config.json``."""
+    import json
+
+    cfg = json.loads((Path(path) / "config.json").read_text())
+    keys = ("model_type", "num_hidden_layers", "hidden_size", "num_attention_heads", "head_dim", "vocab_size")
+    return {k: cfg.get(k) for k in keys}
+
+
+@pytest.fixture(scope="session")
 def kg_index(tmp_path_factory):
     from kgrag_plugins.index.store import KnowledgeIndex
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..models.llm import LLMError, as_llm
+from ..models.replies import error_kind
 from ..types import Evidence, ScoredPassage
 from .retrieve import RetrieveStep
 
@@ -120,12 +121,12 @@ class KGInfusedPlugin:
         try:
             note = kg.write_note(question, found.evidence.passages)
         except LLMError as exc:
-            errors.append({"step": "kg.write_note", "kind": "invalid_reply", "error": str(exc)})
+            errors.append({"step": "kg.write_note", "kind": error_kind(exc), "error": str(exc)})
         if note is not None:
             try:
                 enhanced = kg.augment(question, note, found.summary)
             except LLMError as exc:
-                errors.append({"step": "kg.augment", "kind": "invalid_reply", "error": str(exc)})
+                errors.append({"step": "kg.augment", "kind": error_kind(exc), "error": str(exc)})
         ans = kg.answer(question, found.evidence, enhanced if enhanced is not None else note)
         errors += [{**e, "step": f"kg.{e.get('step', 'answer')}"} for e in ans.metadata.get("llm_error", [])]
         return (ans.text or None), {"note": note, "enhanced_note": enhanced}, errors

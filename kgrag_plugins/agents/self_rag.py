@@ -72,7 +72,7 @@ from langgraph.graph import END, START, StateGraph
 
 from ..models.llm import LLMError
 from ..models.logprobs import Completion, complete_logprobs_validated, supports_logprobs
-from ..models.replies import check_text, complete_validated, first_line
+from ..models.replies import check_text, complete_validated, error_kind, first_line
 from ..models.structured import OutputSchema
 from ..types import Evidence
 from . import self_rag_prompts as P
@@ -538,7 +538,7 @@ def self_rag_kg_infused_graph(
             try:
                 enhanced = plugin.kg.augment(state["question"], p["text"], summary)
             except LLMError as exc:
-                entry = {"step": "kg.augment", "kind": "llm_error", "error": str(exc), "passage": i}
+                entry = {"step": "kg.augment", "kind": error_kind(exc), "error": str(exc), "passage": i}
                 logger.warning("KG augmentation of passage %d fell back to the template: %s", i, exc)
                 errors.append(entry)
             how.append("llm" if enhanced is not None else "template")

@@ -1,52 +1,6 @@
-"""Evaluation: benchmark loaders (``datasets``) and answer/retrieval metrics (``metrics``).
+"""Evaluation: the benchmarks behind ``kgrag bench`` (``bench``: retrieval; ``qa``: end-to-end
+answers with an LLM; ``kgqa``: KGQA over a KB), ``kgrag linking`` and ``kgrag bench-scale``.
 
-Example::
-
-    from kgrag_plugins.eval import load_dataset, recall_at_k, mean
-
-    ds = load_dataset("musique", limit=10)  # reads KGRAG_DATA_DIR (default ../shared/data)
-    scores = [recall_at_k(my_retrieve(q.question), q.supporting_passage_ids, 5) for q in ds.questions]
-    print(mean(scores))
+Evaluation sits above training (``kgqa`` trains FRAG's hop classifier and path ranker before it
+evaluates them); the loaders and metrics both use are in :mod:`kgrag_plugins.datasets`.
 """
-
-from .datasets import (
-    ALIASES,
-    DATASETS,
-    Dataset,
-    Question,
-    load_corpus_jsonl,
-    load_dataset,
-    load_questions_jsonl,
-)
-from .metrics import (
-    accuracy,
-    accuracy_raw,
-    answer_recall_at_k,
-    answer_scores,
-    exact_match,
-    f1_score,
-    hits_at_1,
-    mean,
-    normalize_answer,
-    recall_at_k,
-)
-
-__all__ = [
-    "ALIASES",
-    "DATASETS",
-    "Dataset",
-    "Question",
-    "load_corpus_jsonl",
-    "load_dataset",
-    "load_questions_jsonl",
-    "accuracy",
-    "accuracy_raw",
-    "answer_recall_at_k",
-    "answer_scores",
-    "exact_match",
-    "f1_score",
-    "hits_at_1",
-    "mean",
-    "normalize_answer",
-    "recall_at_k",
-]

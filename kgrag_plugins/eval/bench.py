@@ -15,8 +15,6 @@ included, after one warm-up query per retriever.
 from __future__ import annotations
 
 import json
-import logging
-import re
 import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -24,9 +22,11 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from ..config import cache_dir as default_cache_dir
 from ..config import progress_enabled
-from ..index.store import KnowledgeIndex, read_manifest
+from ..datasets.indexes import dataset_index
+from ..datasets.loaders import Dataset, load_dataset
+from ..datasets.metrics import answer_recall_at_k, mean, percentile, recall_at_k
+from ..index.store import KnowledgeIndex
 from ..methods.activation import ActivationRetriever
 from ..methods.base import Retriever
 from ..methods.baselines import BM25Retriever, DenseRetriever, HybridRetriever, PPRRetriever
@@ -35,11 +35,6 @@ from ..methods.kg_infused import KGInfusedRetriever
 from ..methods.sa_rag import SARAGRetriever
 from ..methods.sa_rag.retriever import SPEED_MAX_EDGES
 from ..methods.translator import TranslatorRetriever
-from ..models.embed import Embedder, default_embedder
-from .datasets import Dataset, load_dataset
-from .metrics import answer_recall_at_k, mean, percentile, recall_at_k
-
-logger = logging.getLogger(__name__)
 
 
 def _sa_rag(index: KnowledgeIndex, dataset: str | None = None) -> Retriever:
@@ -136,55 +131,6 @@ def _opt_grid(opts: dict[str, list[Any]]) -> list[dict[str, Any]]:
 
 
 K_VALUES = (2, 5)
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
-
-
-def dataset_index(
-    dataset: Dataset,
-    *,
-    cache_dir: str | Path | None = None,
-    embedder: Embedder | None = None,
-    builder: str | None = None,
-    progress: bool = True,
-) -> tuple[KnowledgeIndex, bool]:
-    """The cached index for a dataset's corpus (keyed by corpus hash, embedder and builder).
-
-    Returns ``(index, reused)``. A cache entry whose corpus hash does not match is rebuilt. A
-    graph index (``builder`` given) reuses the passage vectors of the plain index.
-    """
-    if dataset.corpus is None:
-        raise ValueError(f"dataset {dataset.name!r} has no passage corpus to index")
-    embedder = embedder or default_embedder()
-    chash = dataset.corpus_hash()
-    name = f"{_slug(dataset.name)}-{chash}-{_slug(embedder.name)}" + (f"-{builder}" if builder else "")
-    path = Path(cache_dir or default_cache_dir()) / name
-    if (path / "manifest.json").is_file():
-        try:
-            if read_manifest(path).get("corpus_hash") == chash:
-                return KnowledgeIndex.open(path, embedder=embedder), True
-        except (ValueError, FileNotFoundError) as e:  # damaged cache entry: rebuild it
-            logger.warning("rebuilding cached index at %s: %s", path, e)
-    if builder is None:
-        index = KnowledgeIndex.build(
-            dataset.corpus, path, embedder=embedder, settings={"dataset": dataset.name}, progress=progress
-        )
-        return index, False
-    base, _ = dataset_index(dataset, cache_dir=cache_dir, embedder=embedder, progress=progress)
-    by_id = {p.id: i for i, p in enumerate(base.passages)}
-    vectors = base.passages.vectors[[by_id[p.id] for p in dataset.corpus]]
-    index = KnowledgeIndex.build(
-        dataset.corpus,
-        path,
-        embedder=embedder,
-        builder=builder,
-        vectors=vectors,
-        settings={"dataset": dataset.name},
-        progress=progress,
-    )
-    return index, False
 
 
 def evaluate_retriever(retriever: Retriever, dataset: Dataset, *, k: int = 5, progress: bool = True) -> dict[str, Any]:
@@ -336,15 +282,14 @@ def _write(report: dict[str, Any], out: str | Path | None) -> None:
 
 
 def markdown_table(report: dict[str, Any]) -> str:
-    """The report as a markdown table (one row per retriever)."""
+    """A retrieval or KGQA report as a markdown table (one row per retriever); a QA report's table is
+    :func:`~kgrag_plugins.eval.qa.qa_markdown_table`."""
     if report.get("task") == "kgqa":
         from .kgqa import kgqa_markdown_table
 
         return kgqa_markdown_table(report)
-    if report.get("task") == "qa":
-        from .qa import qa_markdown_table
-
-        return qa_markdown_table(report)
+    if report.get("task") == "qa":  # qa sits above this module: it reads RETRIEVERS and run_bench's helpers
+        raise ValueError("a `kgrag bench --qa` report: render it with kgrag_plugins.eval.qa.qa_markdown_table")
     head = (
         f"**{report['dataset']}**: {report['n_questions']} questions, {report['corpus_size']} passages\n\n"
         "| retriever | Recall@2 | Recall@5 | AnswerRecall@5 | p50 ms | p95 ms | index s |\n"

@@ -41,13 +41,14 @@ import logging
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .bench_scale_common import pcts, rss_mb, run_phase
 
 log = logging.getLogger("kgrag_plugins.eval.bench_scale")
 
@@ -207,28 +208,6 @@ def generate(
 
 
 # =========================================================================== measurements
-def rss_mb() -> dict[str, float | None]:
-    """This process's current (``VmRSS``) and peak (``VmHWM``) resident set in MB (Linux
-    ``/proc``; unlike ``ru_maxrss``, ``VmHWM`` is not inherited from the parent of a fork)."""
-    out: dict[str, float | None] = {"rss": None, "hwm": None}
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith(("VmRSS:", "VmHWM:")):
-                out["rss" if line.startswith("VmRSS") else "hwm"] = int(line.split()[1]) / 1024
-    except OSError:  # pragma: no cover - not Linux
-        from ..index.importers import peak_rss_mb
-
-        out["hwm"] = peak_rss_mb()
-    return out
-
-
-def _pcts(ms: list[float]) -> dict[str, float]:
-    xs = sorted(ms)
-    if not xs:
-        return {"p50": float("nan"), "p95": float("nan")}
-    return {"p50": round(statistics.median(xs), 2), "p95": round(xs[min(len(xs) - 1, int(0.95 * len(xs)))], 2)}
-
-
 def activation_2hop(graph: Any, seed: str, *, damping: float = 0.5, top: int = 20, max_facts: int = 10) -> dict:
     """Spreading activation from ``seed`` truncated at two hops, on the seed's neighbourhood only.
 
@@ -350,7 +329,7 @@ def _phase_query(index_dir: str, out: str, queries: int, frag_queries: int, seed
     if frag_ms:  # the first query also embeds the relation vocabulary once (stored in the index)
         first_frag_ms = frag_ms.pop(0)
         frag_graph_ms.pop(0)
-    act, fr, fg = _pcts(act_ms), _pcts(frag_ms), _pcts(frag_graph_ms)
+    act, fr, fg = pcts(act_ms), pcts(frag_ms), pcts(frag_graph_ms)
     result = {
         "open_seconds": round(open_s, 2),
         "open_embedder_seconds": round(embedder_s, 2),
@@ -378,11 +357,9 @@ def _phase_query(index_dir: str, out: str, queries: int, frag_queries: int, seed
     Path(out).write_text(json.dumps(result))
 
 
-def _child(args: list[str], module: str = "kgrag_plugins.eval.bench_scale") -> None:
-    """Run one phase of ``module`` in a fresh interpreter (its own peak RSS, no warm caches)."""
-    repo = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ, PYTHONPATH=repo + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    subprocess.run([sys.executable, "-m", module, *args], check=True, env=env)
+def _child(args: list[str]) -> None:
+    """Run one phase of this module in a fresh interpreter (its own peak RSS, no warm caches)."""
+    run_phase("kgrag_plugins.eval.bench_scale", args)
 
 
 def run_kg_bench(

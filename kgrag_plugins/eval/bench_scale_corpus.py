@@ -59,8 +59,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..types import Passage
-from .bench_scale import _child as _run_phase
-from .bench_scale import _pcts, rss_mb
+from .bench_scale_common import pcts, rss_mb, run_phase
 
 log = logging.getLogger("kgrag_plugins.eval.bench_scale_corpus")
 
@@ -132,7 +131,7 @@ def _read_passages(path: Path) -> list[Passage]:
 def generate(out_dir: str | os.PathLike[str], n: int, add: int, queries: int, seed: int = 0) -> dict:
     """Write ``corpus.jsonl`` (``n``), ``add.jsonl`` (``add``), ``questions.jsonl`` (``queries``)
     and ``manifest.json`` into ``out_dir``; return the manifest."""
-    from .datasets import load_dataset
+    from ..datasets.loaders import load_dataset
 
     t0 = time.perf_counter()
     d = Path(out_dir)
@@ -325,7 +324,7 @@ def _phase_query(d: Path, out: Path, queries: int, emb_name: str = "default") ->
             t = time.perf_counter()
             r.retrieve(q, k=5)
             ms[name].append((time.perf_counter() - t) * 1e3)
-    pct = {name: _pcts(v) for name, v in ms.items()}
+    pct = {name: pcts(v) for name, v in ms.items()}
     res: dict[str, Any] = {
         "query_open_seconds": round(t2 - t0, 2),
         "query_open_embedder_seconds": round(t1 - t0, 2),
@@ -359,7 +358,7 @@ def _load() -> list[float] | None:
 
 def _child(args: list[str]) -> None:
     """Run one phase of this module in a fresh interpreter (bench_scale's runner)."""
-    _run_phase(args, module="kgrag_plugins.eval.bench_scale_corpus")
+    run_phase("kgrag_plugins.eval.bench_scale_corpus", args)
 
 
 def run_corpus_bench(

@@ -12,10 +12,10 @@ Protocol (``kgrag bench --dataset metaqa --retrievers frag,frag-zeroshot-simple,
   question's relation chain and answers with one of its ends at random; below 1 where the KB
   has more ends than the gold (MetaQA's merged same-title films), so no method reading only
   the question and the KB beats it in expectation.
-- Per retriever: ``hits@1`` (FRAG/RoG convention, :func:`~kgrag_plugins.eval.metrics.hits_at_1`,
+- Per retriever: ``hits@1`` (FRAG/RoG convention, :func:`~kgrag_plugins.datasets.metrics.hits_at_1`,
   on the LLM-free answer: the end entity of the top path; normalised substring), ``acc_raw``
   (the same answer scored with KG-Infused RAG's raw lower-case substring Acc,
-  :func:`~kgrag_plugins.eval.metrics.accuracy_raw`), ``answer_coverage@32`` (any gold answer
+  :func:`~kgrag_plugins.datasets.metrics.accuracy_raw`), ``answer_coverage@32`` (any gold answer
   among the entities on the returned paths, topic excluded), ``end_coverage@32`` (any gold answer
   among the paths' end entities), the same under ``by_hops``, latency p50/p95 per question
   (after one warm-up), and for routed retrievers the routing accuracy against the dataset hop
@@ -61,11 +61,11 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ..config import progress_enabled
+from ..datasets.loaders import Dataset, Question
+from ..datasets.metrics import accuracy_raw, hits_at_1, normalize_answer, percentile
 from ..index.store import KnowledgeIndex
 from ..methods.frag import FRAGRetriever
 from ..methods.frag.hop_classifier import COMPLEX, HopClassifier, strip_topic_marks
-from .datasets import Dataset, Question
-from .metrics import accuracy_raw, hits_at_1, normalize_answer, percentile
 
 #: name -> (mode, trained router, trained path ranker + chain completion (our additions)).
 _CONFIGS: dict[str, tuple[str, bool, bool]] = {

@@ -47,9 +47,9 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ..config import progress_enabled
+from ..datasets.loaders import Question
+from ..datasets.metrics import hits_at_1
 from ..index.graph import KnowledgeGraph
-from .datasets import Question
-from .metrics import hits_at_1
 
 logger = logging.getLogger(__name__)
 

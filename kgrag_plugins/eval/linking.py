@@ -15,10 +15,10 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ..config import progress_enabled
+from ..datasets.loaders import Dataset
+from ..datasets.metrics import mean
 from ..index.builders.linking import NameIndex, link_question, name_key
 from ..index.store import KnowledgeIndex
-from .datasets import Dataset
-from .metrics import mean
 
 
 def linking_quality(index: KnowledgeIndex, dataset: Dataset, *, hops: int = 2, progress: bool = True) -> dict[str, Any]:

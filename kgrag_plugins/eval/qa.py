@@ -51,6 +51,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..datasets.indexes import dataset_index
+from ..datasets.loaders import Dataset, load_dataset
 from ..index.store import KnowledgeIndex
 from ..methods.baselines import DenseRetriever
 from ..methods.kg_infused import KGInfusedRetriever
@@ -60,8 +62,7 @@ from ..methods.sa_rag import SARAGRetriever
 from ..models.llm import LLMError
 from ..models.replies import check_text, complete_validated
 from ..types import Answer, Evidence
-from .bench import DATASET_AWARE, RETRIEVERS, _opt_grid, _write, dataset_index, parse_retriever_opts
-from .datasets import Dataset, load_dataset
+from .bench import DATASET_AWARE, RETRIEVERS, _opt_grid, _write, parse_retriever_opts
 from .qa_meter import MeteredLLM
 from .qa_run import QAJournal, QARunAborted, default_journal_path, run_questions, summarize_row
 

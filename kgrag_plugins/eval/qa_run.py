@@ -28,10 +28,10 @@ from tqdm.auto import tqdm
 
 from ..config import cache_dir as default_cache_dir
 from ..config import progress_enabled
+from ..datasets.loaders import Question
+from ..datasets.metrics import answer_scores, f1_score, mean, percentile
 from ..models.llm import LLMError
 from ..types import Answer
-from .datasets import Question
-from .metrics import answer_scores, f1_score, mean, percentile
 from .qa_meter import RETRYABLE_ERRORS, MeteredLLM, QuestionMeter, metering
 
 __all__ = [

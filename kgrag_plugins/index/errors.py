@@ -17,6 +17,11 @@ class IndexWriteError(OSError, ValueError):
     """Saving a generation failed for lack of space; the previous generation is untouched."""
 
 
+class ChromaServerError(ConnectionError, ValueError):
+    """The Chroma server of ``chroma_url`` / ``KGRAG_CHROMA_URL`` cannot be reached; the message
+    names the URL (a ``ConnectionError``, and a ``ValueError`` like the other index errors)."""
+
+
 def is_disk_full(exc: BaseException) -> bool:
     """Whether ``exc`` (or what caused it) says the disk or quota is full (``ENOSPC``/``EDQUOT``)."""
     seen = 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 from array import array
 from collections import deque
 from dataclasses import dataclass
@@ -22,72 +23,16 @@ import scipy.sparse as sp
 
 from ..types import Entity, Triple
 from . import graph_mmap
+from .unknown_entity import UnknownEntityError  # raised by every lookup; importable from here too
 
 Direction = Literal["out", "in", "both"]
+log = logging.getLogger(__name__)
 
 
-#: Close-id hints of :class:`UnknownEntityError` are computed on graphs up to this many entities.
-HINT_MAX_ENTITIES = 200_000
-#: At most this many ids are compared for a hint (beyond: those sharing the first character).
-HINT_MAX_CANDIDATES = 20_000
 #: ``save`` writes the memory-mapped format (:mod:`.graph_mmap`) from this many entities on.
 MMAP_MIN_ENTITIES = 100_000
 #: The attributes a memory-mapped graph reads from its files (:func:`.graph_mmap.open_mapped`).
 _MAPPED_COLUMNS = frozenset("_ids _names _descs _types _aliases _eidx _h _r _t _triple_src _ent_passages".split())
-
-
-class UnknownEntityError(KeyError):
-    """An entity id that is not in the graph.
-
-    Raised with ``entity_id=`` and ``graph=``, its message ends with up to 3 close ids (difflib,
-    case-insensitive), computed lazily when the message is read, so code that catches the error
-    pays nothing. The work is bounded: no hint on graphs over :data:`HINT_MAX_ENTITIES`
-    entities, and at most :data:`HINT_MAX_CANDIDATES` ids (those sharing the first character
-    on larger graphs) are compared.
-    """
-
-    def __init__(self, *args: object, entity_id: str | None = None, graph: "KnowledgeGraph | None" = None) -> None:
-        super().__init__(*args)
-        self.entity_id = entity_id
-        self._graph = graph
-        self._close: list[str] | None = None
-        self._compared = 0
-
-    def close_ids(self, n: int = 3) -> list[str]:
-        """Up to ``n`` (at most 3 are kept) entity ids similar to the unknown one, best first
-        (empty when none is similar or the graph is too large to search)."""
-        g, key = self._graph, self.entity_id
-        if self._close is None:
-            self._close = []
-            if g is not None and isinstance(key, str) and key.strip() and len(g) <= HINT_MAX_ENTITIES:
-                import difflib
-
-                q = key.strip().casefold()
-                ids = g.entity_ids
-                if len(ids) > HINT_MAX_CANDIDATES:
-                    ids = [e for e in ids if e[:1].casefold() == q[:1]][:HINT_MAX_CANDIDATES]
-                folded: dict[str, str] = {}
-                for e in ids:
-                    folded.setdefault(e.casefold(), e)
-                self._compared = len(ids)
-                self._close = [folded[m] for m in difflib.get_close_matches(q, list(folded), n=3, cutoff=0.6)]
-        return self._close[:n]
-
-    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
-        msg = str(self.args[0]) if self.args else "unknown entity"
-        g = self._graph
-        if g is None:
-            return msg
-        if len(g) > HINT_MAX_ENTITIES:
-            return f"{msg} (graph of {len(g)} entities: no close-id search; check the id's spelling)"
-        close = self.close_ids()
-        if not close and not self._compared:  # blank or non-string id: nothing to compare
-            return msg
-        if not close:
-            scope = f"the graph's {len(g)}" if self._compared == len(g) else f"{self._compared} of the graph's {len(g)}"
-            return f"{msg}; no similar id among {scope} entities"
-        listed = ", ".join(repr(e) if g.name_of(e) == e else f"{e!r} ({g.name_of(e)})" for e in close)
-        return f"{msg}; did you mean {listed}?"
 
 
 @dataclass
@@ -107,8 +52,8 @@ class KnowledgeGraph:
     passages they were read from; entities are linked to the passages that mention them.
 
     A graph opened from the memory-mapped format (:attr:`mapped`) reads its columns from the
-    mapped files; its first mutation copies it into memory (O(entities), see
-    :func:`.graph_mmap.materialize`), so every method works on both forms with the same results.
+    mapped files; its first mutation copies it into memory (O(entities), see :meth:`_own`), so
+    every method works on both forms with the same results.
     """
 
     def __init__(self) -> None:
@@ -140,9 +85,21 @@ class KnowledgeGraph:
         return self._mapped is not None
 
     def _own(self) -> None:
-        """Before a mutation: copy a memory-mapped graph into memory."""
-        if self._mapped is not None:
-            graph_mmap.materialize(self)
+        """Before a mutation: copy a memory-mapped graph into the in-memory form; O(entities), once."""
+        if self._mapped is None:
+            return
+        log.info("materialising the memory-mapped graph from %s for a change (%d entities)", self._mapped, len(self))
+        self._ids, self._names, self._descs, self._types = (
+            list(c) for c in (self._ids, self._names, self._descs, self._types)
+        )
+        self._aliases = [self._aliases[i] for i in range(len(self._ids))]
+        self._eidx = {e: i for i, e in enumerate(self._ids)}
+        self._h, self._r, self._t = (array("i", np.asarray(a, dtype=np.int32).tobytes()) for a in self._arrays())
+        self._triple_src = {k: list(v) for k, v in self._triple_src.items()}
+        self._ent_passages = {k: set(v) for k, v in self._ent_passages.items()}
+        self._triple_key = None
+        self._cache.clear()
+        self._mapped = None
 
     def __deepcopy__(self, memo: dict) -> "KnowledgeGraph":
         """A deep copy; a memory-mapped graph is copied into memory (the mapped files cannot be
@@ -157,8 +114,7 @@ class KnowledgeGraph:
                 new._cache = {} if mapped else copy.deepcopy(value, memo)
             else:
                 setattr(new, key, copy.deepcopy(value, memo))
-        if mapped:
-            graph_mmap.materialize(new)
+        new._own()
         return new
 
     # ------------------------------------------------------------------ building
@@ -476,8 +432,8 @@ class KnowledgeGraph:
 
     def link_matrix(self) -> sp.csr_matrix:
         """Entity x passage incidence (rows = entities, columns = ``passage_ids`` order)."""
-        if "links" not in self._cache and self._mapped is not None:
-            self._cache["links"] = graph_mmap.link_matrix(self)
+        if "links" not in self._cache and self._mapped is not None:  # straight from the mapped link arrays
+            self._cache["links"] = self._ent_passages.csr(len(self._passage_ids))  # type: ignore[attr-defined]
         if "links" not in self._cache:
             rows, cols = [], []
             for e, ps in self._ent_passages.items():
@@ -624,8 +580,18 @@ class KnowledgeGraph:
         JSON + NPY. ``load`` reads both."""
         if mapped is None:
             mapped = self._mapped is not None or self.num_entities >= MMAP_MIN_ENTITIES
+        if mapped and self._mapped is not None:  # unchanged since opened: copy its files
+            graph_mmap.copy_mapped(self._mapped, directory, self.meta)
+            return
         if mapped:
-            graph_mmap.save_mapped(self, directory)
+            h, r, t = self._arrays()
+            columns = graph_mmap.GraphColumns(
+                ids=self._ids, names=self._names, descs=self._descs, types=self._types, aliases=self._aliases,
+                relations=self._relations, passage_ids=self._passage_ids, heads=h, rels=r, tails=t,
+                csr_out=self._csr("out"), csr_in=self._csr("in"), sources=self._triple_src,
+                links=self._ent_passages, meta=self.meta,
+            )  # fmt: skip
+            graph_mmap.save_mapped(columns, directory)
             return
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
@@ -655,7 +621,7 @@ class KnowledgeGraph:
         g = cls()
         try:
             if (d / graph_mmap.FORMAT_FILE).is_file():
-                return graph_mmap.open_mapped(cls, d)
+                return cls._open_mapped(d)
             with open(d / "entities.jsonl", encoding="utf-8") as f:
                 for line_no, line in enumerate(f, 1):
                     if line.strip():
@@ -690,6 +656,21 @@ class KnowledgeGraph:
             raise ValueError(f"knowledge graph in {d} is incomplete: missing {Path(e.filename).name}") from e
         except (ValueError, KeyError, json.JSONDecodeError) as e:
             raise ValueError(f"knowledge graph in {d} is corrupt: {e}") from e
+        return g
+
+    @classmethod
+    def _open_mapped(cls, d: Path) -> "KnowledgeGraph":
+        """A graph over the memory-mapped columns in ``d`` (:func:`.graph_mmap.open_mapped`)."""
+        c = graph_mmap.open_mapped(d)
+        g = cls()
+        g._ids, g._names, g._descs, g._types, g._aliases = c.ids, c.names, c.descs, c.types, c.aliases
+        g._eidx, g._relations, g._passage_ids = c.eidx, c.relations, c.passage_ids
+        g._ridx = {r: i for i, r in enumerate(g._relations)}
+        g._pidx = {p: i for i, p in enumerate(g._passage_ids)}
+        g._h, g._r, g._t = c.heads, c.rels, c.tails
+        g._triple_src, g._ent_passages, g.meta = c.sources, c.links, c.meta
+        g._cache["csr_out"], g._cache["csr_in"] = c.csr_out, c.csr_in
+        g._mapped = d
         return g
 
     def __repr__(self) -> str:

@@ -1,7 +1,8 @@
-"""Memory-mapped storage of a :class:`~kgrag_plugins.index.graph.KnowledgeGraph` (issue 19, item 1).
+"""Memory-mapped storage of a knowledge graph's columns (issue 19, item 1).
 
 A curated KG of Wikidata5M's size (4.6M entities, 21M triples) must open in seconds and a few
-hundred MB: nothing may be parsed or built per entity at open. :func:`save_mapped` writes
+hundred MB: nothing may be parsed or built per entity at open. :func:`save_mapped` writes the
+columns of a graph (:class:`GraphColumns`):
 
 - every entity column (ids, names, descriptions, types, aliases) as a string store: an
   ``int64`` offsets array (``*.off.npy``) over one UTF-8 blob (``*.bin``); aliases add a
@@ -9,37 +10,32 @@ hundred MB: nothing may be parsed or built per entity at open. :func:`save_mappe
 - an id -> row index: 64-bit BLAKE2b hashes of the ids, sorted (``id_hash.npy``), with the row
   of each (``id_rows.npy``): a lookup is one hash and one binary search of the mapped array;
 - the triple columns (``heads/rels/tails.npy``, int32) and the CSR adjacency in both directions
-  exactly as :meth:`KnowledgeGraph.adjacency` holds it (``csr_out.*``, ``csr_in.*``), so no
-  sort runs at open; triple sources and entity -> passage links as CSR arrays.
+  exactly as the graph holds it (``csr_out.*``, ``csr_in.*``), so no sort runs at open; triple
+  sources and entity -> passage links as CSR arrays.
 
-:func:`open_mapped` maps those files (``numpy.load(mmap_mode="r")`` / :mod:`mmap`) and plugs
-read-only column objects into a graph: :class:`StringColumn`, :class:`AliasColumn`,
-:class:`RowIndex`, :class:`MappedRows`. Strings are decoded, and ``Entity`` objects built, only
-when read. Every read method of the graph returns what it returns for the in-memory graph.
-A mutation (``add_entity``, ``add_triple``, ``link``, ``remove_passages``...) first copies the
-graph into the in-memory form (:func:`materialize`, O(entities) once; logged at INFO).
+:func:`open_mapped` maps those files (``numpy.load(mmap_mode="r")`` / :mod:`mmap`) and returns
+the same columns as read-only objects: :class:`StringColumn`, :class:`AliasColumn`,
+:class:`RowIndex`, :class:`MappedRows`. Strings are decoded only when read.
+
+This module knows arrays and files, not the graph: ``KnowledgeGraph`` hands its columns to
+:func:`save_mapped` (or :func:`copy_mapped` when it is still the mapped graph it opened), plugs
+the opened ones into itself, and copies them into its in-memory form before its first mutation.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import mmap
 import operator
 import shutil
-from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .graph import KnowledgeGraph
-
-log = logging.getLogger("kgrag_plugins.index.graph_mmap")
 
 #: Marker file of the mapped format (its presence selects :func:`open_mapped` in ``load``).
 FORMAT_FILE = "graph_format.json"
@@ -214,6 +210,37 @@ class MappedRows:
         for j in self._nonempty().tolist():
             yield (int(self.keys[j]) if self.keys is not None else j), self._value(j)
 
+    def csr(self, n_cols: int) -> sp.csr_matrix:
+        """The rows as a 0/1 ``float32`` CSR matrix of ``n_cols`` columns (``keys`` must be ``None``):
+        the entity x passage incidence straight from the mapped link arrays."""
+        data = np.ones(len(self.indices), dtype=np.float32)
+        shape = (len(self.indptr) - 1, n_cols)
+        return sp.csr_matrix((data, np.asarray(self.indices), np.asarray(self.indptr)), shape=shape)
+
+
+@dataclass
+class GraphColumns:
+    """A graph's columns as the mapped format stores them: what :func:`save_mapped` writes (the
+    in-memory lists, arrays and dicts) and what :func:`open_mapped` gives back (read-only mapped
+    objects; ``eidx`` is then a :class:`RowIndex`, ``sources`` and ``links`` :class:`MappedRows`)."""
+
+    ids: Sequence[str]
+    names: Sequence[str]
+    descs: Sequence[str]
+    types: Sequence[str]
+    aliases: Sequence[tuple[str, ...]]
+    relations: list[str]
+    passage_ids: list[str]
+    heads: np.ndarray  # int32 entity rows, one per triple
+    rels: np.ndarray  # int32 relation rows
+    tails: np.ndarray
+    csr_out: sp.csr_matrix  # entity x entity; data = triple index + 1
+    csr_in: sp.csr_matrix
+    sources: Mapping[int, Sequence[int]]  # triple index -> passage rows it was read from
+    links: Mapping[int, Collection[int]]  # entity row -> passage rows that mention it
+    meta: dict
+    eidx: Mapping[str, int] | None = None  # entity id -> row (not needed to save)
+
 
 # =========================================================================== save
 def _index_dtype(*sizes: int) -> type:
@@ -240,58 +267,59 @@ def _save_csr(d: Path, name: str, m: sp.csr_matrix) -> None:
     np.save(d / f"{name}.data.npy", np.asarray(m.data, dtype=np.int64))
 
 
-def _copy_mapped(src: Path, dst: Path) -> None:
-    """Copy a mapped graph's files (the format marker last, so a partial copy never opens)."""
-    files = sorted(p for p in src.iterdir() if p.is_file() and p.name != FORMAT_FILE)
-    for p in files:
-        shutil.copyfile(p, dst / p.name)
-    shutil.copyfile(src / FORMAT_FILE, dst / FORMAT_FILE)
+def copy_mapped(src: str | Path, dst: str | Path, meta: dict) -> None:
+    """Save a mapped graph unchanged since it was opened from ``src``: copy its files (the format
+    marker last, so a partial copy never opens; nothing when ``dst`` is ``src``) and write ``meta``."""
+    src, d = Path(src), Path(dst)
+    d.mkdir(parents=True, exist_ok=True)
+    if d.resolve() != src.resolve():
+        for p in sorted(p for p in src.iterdir() if p.is_file() and p.name != FORMAT_FILE):
+            shutil.copyfile(p, d / p.name)
+        shutil.copyfile(src / FORMAT_FILE, d / FORMAT_FILE)
+    (d / "meta.json").write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
 
 
-def save_mapped(g: "KnowledgeGraph", directory: str | Path) -> None:
-    """Write ``g`` in the mapped format (see the module docstring). Callers handle atomicity."""
+def _save_rows(d: Path, name: str, rows: Mapping[int, Collection[int]], keys: Sequence[int], *, sort: bool) -> None:
+    """``rows[k]`` for each of ``keys`` (in their order, or sorted) as CSR arrays
+    ``name.indptr.npy`` / ``name.indices.npy`` (int64)."""
+    vals = [rows.get(k, ()) for k in keys]
+    ptr = np.zeros(len(vals) + 1, dtype=np.int64)
+    if vals:
+        np.cumsum(np.fromiter(map(len, vals), dtype=np.int64, count=len(vals)), out=ptr[1:])
+    flat = (p for v in vals for p in (sorted(v) if sort else v))
+    np.save(d / f"{name}.indptr.npy", ptr)
+    np.save(d / f"{name}.indices.npy", np.fromiter(flat, dtype=np.int64, count=int(ptr[-1])))
+
+
+def save_mapped(c: GraphColumns, directory: str | Path) -> None:
+    """Write the columns ``c`` in the mapped format (see the module docstring). Callers handle atomicity."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
-    if g._mapped is not None:  # noqa: SLF001  unchanged since opened: copy its files
-        if d.resolve() != g._mapped.resolve():  # noqa: SLF001
-            _copy_mapped(g._mapped, d)  # noqa: SLF001
-        (d / "meta.json").write_text(json.dumps(g.meta, ensure_ascii=False), encoding="utf-8")
-        return
-    n = g.num_entities
-    for name, col in zip(_COLUMNS, (g._ids, g._names, g._descs, g._types)):  # noqa: SLF001
+    n = len(c.ids)
+    for name, col in zip(_COLUMNS, (c.ids, c.names, c.descs, c.types)):
         _write_strings(d, name, col)
     alias_ptr = np.zeros(n + 1, dtype=np.int64)
-    aliases = g._aliases  # noqa: SLF001
     if n:
-        np.cumsum(np.fromiter((len(a) for a in aliases), dtype=np.int64, count=n), out=alias_ptr[1:])
+        np.cumsum(np.fromiter((len(a) for a in c.aliases), dtype=np.int64, count=n), out=alias_ptr[1:])
     np.save(d / "aliases.ptr.npy", alias_ptr)
-    _write_strings(d, "aliases", (a for tup in aliases for a in tup))
-    keys = np.fromiter((id_hash(e) for e in g._ids), dtype=np.uint64, count=n)  # noqa: SLF001
+    _write_strings(d, "aliases", (a for tup in c.aliases for a in tup))
+    keys = np.fromiter((id_hash(e) for e in c.ids), dtype=np.uint64, count=n)
     order = np.argsort(keys, kind="stable")
     np.save(d / "id_hash.npy", keys[order])
     np.save(d / "id_rows.npy", order.astype(_index_dtype(n)))
     del keys, order
-    h, r, t = g.triple_arrays()
-    for name, a in (("heads", h), ("rels", r), ("tails", t)):
+    for name, a in (("heads", c.heads), ("rels", c.rels), ("tails", c.tails)):
         np.save(d / f"{name}.npy", np.ascontiguousarray(a, dtype=np.int32))
-    _save_csr(d, "csr_out", g.adjacency("out"))
-    _save_csr(d, "csr_in", g.adjacency("in"))
-    src = g._triple_src  # noqa: SLF001
-    src_keys = np.array(sorted(src), dtype=np.int64)
-    src_ptr = np.zeros(len(src_keys) + 1, dtype=np.int64)
-    if len(src_keys):
-        np.cumsum([len(src[int(k)]) for k in src_keys], out=src_ptr[1:])
-    src_idx = np.fromiter((p for k in src_keys.tolist() for p in src[k]), dtype=np.int64, count=int(src_ptr[-1]))
-    np.save(d / "sources.keys.npy", src_keys)
-    np.save(d / "sources.indptr.npy", src_ptr)
-    np.save(d / "sources.indices.npy", src_idx)
-    links = g.link_matrix()
-    np.save(d / "links.indptr.npy", np.asarray(links.indptr, dtype=np.int64))
-    np.save(d / "links.indices.npy", np.asarray(links.indices, dtype=np.int64))
-    (d / "relations.json").write_text(json.dumps(g._relations, ensure_ascii=False), encoding="utf-8")  # noqa: SLF001
-    (d / "passage_ids.json").write_text(json.dumps(g._passage_ids), encoding="utf-8")  # noqa: SLF001
-    (d / "meta.json").write_text(json.dumps(g.meta, ensure_ascii=False), encoding="utf-8")
-    fmt = {"format": "mmap", "version": FORMAT_VERSION, "entities": n, "triples": int(len(h))}
+    _save_csr(d, "csr_out", c.csr_out)
+    _save_csr(d, "csr_in", c.csr_in)
+    src_keys = sorted(c.sources)
+    np.save(d / "sources.keys.npy", np.array(src_keys, dtype=np.int64))
+    _save_rows(d, "sources", c.sources, src_keys, sort=False)  # a triple's sources keep their order
+    _save_rows(d, "links", c.links, range(n), sort=True)
+    (d / "relations.json").write_text(json.dumps(c.relations, ensure_ascii=False), encoding="utf-8")
+    (d / "passage_ids.json").write_text(json.dumps(c.passage_ids), encoding="utf-8")
+    (d / "meta.json").write_text(json.dumps(c.meta, ensure_ascii=False), encoding="utf-8")
+    fmt = {"format": "mmap", "version": FORMAT_VERSION, "entities": n, "triples": int(len(c.heads))}
     (d / FORMAT_FILE).write_text(json.dumps(fmt), encoding="utf-8")
 
 
@@ -329,8 +357,8 @@ def _csr(d: Path, name: str, n: int) -> sp.csr_matrix:
     return m
 
 
-def open_mapped(cls: type, directory: str | Path) -> "KnowledgeGraph":
-    """Open a graph written by :func:`save_mapped`: maps the arrays, builds nothing per entity.
+def open_mapped(directory: str | Path) -> GraphColumns:
+    """Open the columns written by :func:`save_mapped`: maps the arrays, builds nothing per entity.
 
     Missing files raise ``FileNotFoundError``, inconsistent ones ``ValueError`` (``load`` words
     both for the index)."""
@@ -339,27 +367,18 @@ def open_mapped(cls: type, directory: str | Path) -> "KnowledgeGraph":
     if fmt.get("format") != "mmap" or fmt.get("version") != FORMAT_VERSION:
         raise ValueError(f"unsupported graph format {fmt!r} (this version reads mmap v{FORMAT_VERSION})")
     n, nt = int(fmt["entities"]), int(fmt["triples"])
-    g = cls()
     ids = _strings(d, "ids", n)
-    g._ids, g._names = ids, _strings(d, "names", n)
-    g._descs, g._types = _strings(d, "descs", n), _strings(d, "types", n)
     ptr = _load(d / "aliases.ptr.npy")
     if len(ptr) != n + 1:
         raise ValueError("aliases.ptr.npy does not match the entity count")
-    g._aliases = AliasColumn(ptr, _strings(d, "aliases", int(ptr[-1]) if n else None))
+    aliases = AliasColumn(ptr, _strings(d, "aliases", int(ptr[-1]) if n else None))
     keys, rows = _load(d / "id_hash.npy"), _load(d / "id_rows.npy")
     if len(keys) != n or len(rows) != n:
         raise ValueError("id_hash.npy / id_rows.npy do not match the entity count")
-    g._eidx = RowIndex(keys, rows, ids)
-    g._relations = json.loads((d / "relations.json").read_text(encoding="utf-8"))
-    g._ridx = {r: i for i, r in enumerate(g._relations)}
-    g._passage_ids = json.loads((d / "passage_ids.json").read_text(encoding="utf-8"))
-    g._pidx = {p: i for i, p in enumerate(g._passage_ids)}
-    cols = [_load(d / f"{c}.npy") for c in ("heads", "rels", "tails")]
-    if any(len(c) != nt or c.dtype != np.int32 for c in cols):
+    triples = [_load(d / f"{c}.npy") for c in ("heads", "rels", "tails")]
+    if any(len(c) != nt or c.dtype != np.int32 for c in triples):
         raise ValueError("triple columns do not match the triple count")
-    g._h, g._r, g._t = cols
-    g._triple_src = MappedRows(
+    sources = MappedRows(
         _load(d / "sources.indptr.npy"),
         _load(d / "sources.indices.npy"),
         _load(d / "sources.keys.npy"),
@@ -367,38 +386,21 @@ def open_mapped(cls: type, directory: str | Path) -> "KnowledgeGraph":
     lptr = _load(d / "links.indptr.npy")
     if len(lptr) != n + 1:
         raise ValueError("links.indptr.npy does not match the entity count")
-    g._ent_passages = MappedRows(lptr, _load(d / "links.indices.npy"), as_set=True)
-    g._cache["csr_out"] = _csr(d, "csr_out", n)
-    g._cache["csr_in"] = _csr(d, "csr_in", n)
-    if (d / "meta.json").is_file():
-        g.meta = json.loads((d / "meta.json").read_text(encoding="utf-8"))
-    g._mapped = d
-    return g
-
-
-def link_matrix(g: "KnowledgeGraph") -> sp.csr_matrix:
-    """Entity x passage incidence straight from the mapped link arrays."""
-    rows: MappedRows = g._ent_passages  # type: ignore[assignment]  # noqa: SLF001
-    shape = (g.num_entities, len(g._passage_ids))  # noqa: SLF001
-    data = np.ones(len(rows.indices), dtype=np.float32)
-    return sp.csr_matrix((data, np.asarray(rows.indices), np.asarray(rows.indptr)), shape=shape)
-
-
-def materialize(g: "KnowledgeGraph") -> None:
-    """Copy a mapped graph into the in-memory form (before its first mutation); O(entities)."""
-    if g._mapped is None:  # noqa: SLF001
-        return
-    log.info("materialising the memory-mapped graph from %s for a change (%d entities)", g._mapped, len(g))
-    n = len(g)
-    g._ids = list(g._ids)
-    g._names = list(g._names)
-    g._descs = list(g._descs)
-    g._types = list(g._types)
-    g._aliases = [g._aliases[i] for i in range(n)]
-    g._eidx = {e: i for i, e in enumerate(g._ids)}
-    g._h, g._r, g._t = (array("i", np.asarray(a, dtype=np.int32).tobytes()) for a in (g._h, g._r, g._t))
-    g._triple_src = {k: list(v) for k, v in g._triple_src.items()}
-    g._ent_passages = {k: set(v) for k, v in g._ent_passages.items()}
-    g._triple_key = None
-    g._cache.clear()
-    g._mapped = None
+    return GraphColumns(
+        ids=ids,
+        names=_strings(d, "names", n),
+        descs=_strings(d, "descs", n),
+        types=_strings(d, "types", n),
+        aliases=aliases,
+        relations=json.loads((d / "relations.json").read_text(encoding="utf-8")),
+        passage_ids=json.loads((d / "passage_ids.json").read_text(encoding="utf-8")),
+        heads=triples[0],
+        rels=triples[1],
+        tails=triples[2],
+        csr_out=_csr(d, "csr_out", n),
+        csr_in=_csr(d, "csr_in", n),
+        sources=sources,
+        links=MappedRows(lptr, _load(d / "links.indices.npy"), as_set=True),
+        meta=json.loads((d / "meta.json").read_text(encoding="utf-8")) if (d / "meta.json").is_file() else {},
+        eidx=RowIndex(keys, rows, ids),
+    )

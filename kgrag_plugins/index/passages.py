@@ -21,7 +21,7 @@ import numpy as np
 
 from ..config import env
 from ..types import Passage
-from .errors import IndexCorruptError
+from .errors import ChromaServerError, IndexCorruptError
 
 log = logging.getLogger("kgrag_plugins.index.passages")
 
@@ -42,12 +42,42 @@ def chroma_client(path: str | Path | None = None, url: str | None = None):
     url = url or env("CHROMA_URL")
     if url:
         u = urlparse(url if "://" in url else f"http://{url}")
-        return chromadb.HttpClient(
-            host=u.hostname or "127.0.0.1", port=u.port or 8000, ssl=u.scheme == "https", settings=settings
-        )
+        host, port = u.hostname or "127.0.0.1", u.port or 8000
+        try:
+            return chromadb.HttpClient(host=host, port=port, ssl=u.scheme == "https", settings=settings)
+        except Exception as e:
+            if not _connection_failure(e):
+                raise
+            where = f"{'https' if u.scheme == 'https' else 'http'}://{host}:{port}"
+            raise ChromaServerError(
+                f"cannot reach the Chroma server at {where} (from {url!r}): {_root_cause(e)}. Start it "
+                "(chroma run --path DIR --host HOST --port PORT) or unset KGRAG_CHROMA_URL / chroma_url "
+                "to keep the vectors embedded in the index directory"
+            ) from e
     if path is None:
         return chromadb.EphemeralClient(settings=settings)
     return chromadb.PersistentClient(path=str(path), settings=settings)
+
+
+def _causes(exc: BaseException):
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def _connection_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) is a failed connection (Chroma wraps httpx's errors
+    in a bare ``ValueError("Could not connect to a Chroma server...")``)."""
+    import httpx
+
+    return any(isinstance(e, (httpx.TransportError, ConnectionError)) for e in _causes(exc))
+
+
+def _root_cause(exc: BaseException) -> str:
+    last = list(_causes(exc))[-1]
+    return f"{type(last).__name__}: {last}"
 
 
 def _stemmer():

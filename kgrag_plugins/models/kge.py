@@ -16,8 +16,9 @@ torch implementation of ComplEx, RotatE, TransE and DistMult is trained on an in
 
 Nothing is pickled: :meth:`KGEModel.save` writes ``weights.pt`` (a dict of two tensors, read back
 with ``torch.load(weights_only=True)``) and ``kge.json`` (id maps, config, relation canonicalisation,
-graph fingerprint), atomically. :func:`kge_for_index` keeps one in the index's live generation
-(``gen-<id>/kge/``), so a graph change (``add_passages``) invalidates it.
+graph fingerprint), atomically. This module knows no index: it trains on string triples or on a
+graph's arrays (:class:`TripleGraph`); ``kgrag_plugins.index.kge.kge_for_index`` keeps one in an
+index's live generation (``gen-<id>/kge/``), so a graph change (``add_passages``) invalidates it.
 
 PyKEEN (extra ``kge``) is not needed by this implementation (the tests check the four scoring
 functions against PyKEEN's interaction modules when it is installed); docs/kge.md says why.
@@ -34,10 +35,9 @@ import pickle
 import shutil
 import time
 import uuid
-import weakref
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence
 
 import numpy as np
 
@@ -47,12 +47,8 @@ from .kge_train import fit_embeddings
 if TYPE_CHECKING:
     import torch
 
-    from ..index.graph import KnowledgeGraph
-
 log = logging.getLogger(__name__)
 
-#: Subdirectory of an index generation holding its KGE (:func:`kge_for_index`).
-KGE_DIR = "kge"
 FORMAT_VERSION = 2
 #: Formats :meth:`KGEModel.load` reads (1: before the held-out triples were stored).
 READABLE_FORMATS = (1, 2)
@@ -62,13 +58,6 @@ INVERSE_PREFIX = "~"
 POOLED_RELATION = "related_to"
 #: Canonical relations with fewer triples than this are pooled into :data:`POOLED_RELATION`.
 MIN_RELATION_COUNT = 3
-#: Index builders whose graphs have free-text relations (canonicalised for the KGE).
-CORPUS_BUILDERS = ("mentions", "parsekg", "llm")
-
-#: Corpus graphs (:data:`CORPUS_BUILDERS`): relations with fewer training queries than this share
-#: mixed batches (``train_kge(pool_below=...)``; docs/kge.md "Corpus graphs").
-CORPUS_POOL_BELOW = 256
-
 #: Training defaults (chosen by measurement on MetaQA, docs/kge.md).
 DEFAULTS: dict[str, Any] = {
     "model": "complex",
@@ -106,7 +95,7 @@ def auto_threads() -> int:
 def _tagger():
     import spacy
 
-    from ..index.builders.nlp import SPACY_MODEL
+    from ..config import SPACY_MODEL
 
     try:
         return spacy.load(SPACY_MODEL, exclude=["parser", "ner", "senter"])
@@ -178,15 +167,29 @@ def relation_map(
     return {lab: (c if total[c] >= min_count else POOLED_RELATION) for lab, c in zip(labels, canon)}
 
 
-# --------------------------------------------------------------------------- fingerprints
-def graph_fingerprint(graph: "KnowledgeGraph") -> str:
+# --------------------------------------------------------------------------- graph input, fingerprints
+class TripleGraph(Protocol):
+    """What the KGE reads of a graph (an index's ``KnowledgeGraph`` has it): entity ids and
+    relation labels by row, and ``(heads, relations, tails)`` as row-index arrays."""
+
+    @property
+    def entity_ids(self) -> Sequence[str]: ...
+
+    @property
+    def relations(self) -> Sequence[str]: ...
+
+    def triple_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+
+
+def graph_fingerprint(graph: TripleGraph) -> str:
     """Number of triples plus a hash of the entity ids, relation labels and triple arrays."""
     h = hashlib.sha256()
     h.update("\x1f".join(graph.entity_ids).encode("utf-8"))
     h.update(b"\x1e" + "\x1f".join(graph.relations).encode("utf-8") + b"\x1e")
-    for a in graph.triple_arrays():
+    arrays = graph.triple_arrays()
+    for a in arrays:
         h.update(np.ascontiguousarray(a, dtype=np.int32).tobytes())
-    return f"{graph.num_triples}:{h.hexdigest()[:16]}"
+    return f"{len(arrays[0])}:{h.hexdigest()[:16]}"
 
 
 def triples_fingerprint(triples: Sequence[tuple[str, str, str]]) -> str:
@@ -456,12 +459,10 @@ class KGEModel:
 
 # --------------------------------------------------------------------------- training
 def _encode(
-    triples: "Sequence[tuple[str, str, str]] | KnowledgeGraph", entity_ids: Sequence[str] | None
+    triples: "Sequence[tuple[str, str, str]] | TripleGraph", entity_ids: Sequence[str] | None
 ) -> tuple[list[str], list[str], np.ndarray, str]:
     """Entity ids, relation labels, ``[N, 3]`` int64 rows and a fingerprint of the input."""
-    from ..index.graph import KnowledgeGraph
-
-    if isinstance(triples, KnowledgeGraph):
+    if hasattr(triples, "triple_arrays"):  # a graph (TripleGraph): its arrays, no string triples
         h, r, t = triples.triple_arrays()
         idx = np.stack([h, r, t], axis=1).astype(np.int64) if len(h) else np.zeros((0, 3), np.int64)
         return triples.entity_ids, triples.relations, idx, graph_fingerprint(triples)
@@ -486,7 +487,7 @@ def _encode(
 
 
 def train_kge(
-    triples: "Sequence[tuple[str, str, str]] | KnowledgeGraph",
+    triples: "Sequence[tuple[str, str, str]] | TripleGraph",
     *,
     model: str = DEFAULTS["model"],
     dim: int = DEFAULTS["dim"],
@@ -513,7 +514,7 @@ def train_kge(
     logq: bool = DEFAULTS["logq"],
     pool_below: int = 0,
 ) -> tuple[KGEModel, dict[str, Any]]:
-    """Train a KG embedding on ``triples`` (string triples or a :class:`KnowledgeGraph`).
+    """Train a KG embedding on ``triples`` (string triples, or a graph: :class:`TripleGraph`).
 
         ``valid_fraction`` of the triples (at most ``valid_max``, entities kept covered) is held out
         for early stopping on filtered MRR (``patience`` epochs without improvement); the best epoch's
@@ -618,56 +619,3 @@ def train_kge(
         valid_rows=valid_idx,
     )  # fmt: skip
     return kge, report
-
-
-# --------------------------------------------------------------------------- index integration
-_LOADED: "weakref.WeakKeyDictionary[Any, tuple[Any, KGEModel]]" = weakref.WeakKeyDictionary()
-
-
-def kge_for_index(index: Any, *, train: bool = True, **train_kwargs: Any) -> KGEModel | None:
-    """The KGE of ``index``'s live generation (``gen-<id>/kge/``), loaded lazily and cached per
-    generation; stale (graph fingerprint differs) or missing -> trained on the index graph and
-    saved there atomically when ``train`` (an INFO log), else ``None``. Corpus graphs (built by a
-    ``mentions`` / ``parsekg`` / ``llm`` builder) get canonicalised relations."""
-    graph = index.graph
-    key = (index.manifest.get("generation"), id(graph), graph.num_triples)
-    hit = _LOADED.get(index)
-    if hit is not None and hit[0] == key:
-        return hit[1]
-    if not graph.num_triples:
-        log.info("kge_for_index: the index graph has no triples; no KGE")
-        return None
-    fp = graph_fingerprint(graph)
-    path = index.derived_path(KGE_DIR) if hasattr(index, "derived_path") else None
-    model: KGEModel | None = None
-    if path is not None and (path / "kge.json").is_file():
-        try:
-            m = KGEModel.load(path)
-        except (ValueError, FileNotFoundError, KeyError) as e:
-            log.warning("ignoring the KGE in %s: %s", path, e)
-        else:
-            if m.fingerprint == fp and m.valid_rows is not None:
-                model = m
-            elif m.fingerprint == fp:  # format 1: θ_0 calibration needs the held-out triples
-                log.info("the KGE in %s predates stored held-out triples; training it again", path)
-            else:
-                log.info("the KGE in %s was trained on another graph (%s != %s)", path, m.fingerprint, fp)
-    if model is None:
-        if not train:
-            log.info("no KGE for this index generation (train=False)")
-            return None
-        corpus = index.manifest.get("builder") in CORPUS_BUILDERS
-        train_kwargs.setdefault("canonicalize", corpus)
-        if corpus:  # thousands of rare free-text labels: pool them into mixed batches
-            train_kwargs.setdefault("pool_below", CORPUS_POOL_BELOW)
-        log.info(
-            "training a KGE for the index graph (%d triples)%s", graph.num_triples, f" into {path}" if path else ""
-        )
-        model, _ = train_kge(graph, **train_kwargs)
-        if path is not None:
-            try:
-                model.save(path)
-            except OSError as e:
-                log.warning("could not store the KGE in %s (%s); it is kept in memory only", path, e)
-    _LOADED[index] = (key, model)
-    return model

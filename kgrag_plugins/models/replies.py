@@ -50,6 +50,16 @@ class InvalidReply(ValueError):
     """A reply that does not have the shape its prompt asks for (the message says why)."""
 
 
+class RepliesStayedInvalid(LLMError):
+    """An LLM step whose replies stayed invalid after its retry (raised by steps that signal their
+    fallback with an exception; the LLM itself answered, so this is not an outage)."""
+
+
+def error_kind(exc: BaseException) -> str:
+    """The trace ``kind`` of an exception an LLM step raised: ``"invalid_reply"`` or ``"llm_error"``."""
+    return "invalid_reply" if isinstance(exc, RepliesStayedInvalid) else "llm_error"
+
+
 def first_line(text: str) -> str:
     """The first non-empty line of ``text``, stripped ('' when there is none)."""
     return next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")

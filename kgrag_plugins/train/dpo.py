@@ -17,7 +17,7 @@ Decisions where the paper is silent or our setting differs (also in ``docs/train
   HotpotQA (:func:`training_questions`; the paper used 2Wiki's train set only), in file order.
 * **Pipeline.** :class:`~kgrag_plugins.methods.kg_infused.KGInfusedRetriever` with the given LLM
   (greedy, as the paper's pipeline) over the dataset's index (``builder="mentions"`` graph, cached
-  by :func:`~kgrag_plugins.eval.bench.dataset_index`). Round 2 continues the activation memory of
+  by :func:`~kgrag_plugins.datasets.indexes.dataset_index`). Round 2 continues the activation memory of
   round 1. A round is skipped when activation stopped before it (its input would repeat the
   previous round's), when no triple was selected (KA is not run on an empty summary), or when the
   note call fails.
@@ -63,7 +63,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from ..config import progress_enabled
-from ..eval.metrics import accuracy_raw, f1_score
+from ..datasets.metrics import accuracy_raw, f1_score
 from ..methods.kg_infused import prompts as P
 from ..models.llm import LLMError
 from ..models.prompting import DATA_NOTICE, DataPrompt
@@ -208,8 +208,8 @@ def training_questions(
     dataset: str, data_dir: str | Path | None = None, limit: int | None = None
 ) -> tuple[list[Any], Any]:
     """The first ``limit`` ``origin_split == "train"`` questions of ``dataset`` (MuSiQue, 2Wiki,
-    HotpotQA; shared half) and the loaded :class:`~kgrag_plugins.eval.datasets.Dataset`."""
-    from ..eval.datasets import ALIASES, load_dataset
+    HotpotQA; shared half) and the loaded :class:`~kgrag_plugins.datasets.loaders.Dataset`."""
+    from ..datasets.loaders import ALIASES, load_dataset
 
     key = ALIASES.get(dataset.strip().lower(), dataset.strip().lower())
     if key not in DPO_DATASETS:
@@ -443,7 +443,7 @@ def build_dpo_dataset(
     """:func:`build_dpo_data` on the :func:`training_questions` of ``dataset``, over ``index`` (a
     :class:`~kgrag_plugins.index.store.KnowledgeIndex` or a saved index directory; default the
     dataset's cached ``mentions``-graph index)."""
-    from ..eval.bench import dataset_index
+    from ..datasets.indexes import dataset_index
     from ..index.store import KnowledgeIndex
 
     questions, ds = training_questions(dataset, data_dir, limit)

@@ -26,9 +26,10 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
-from ..eval.datasets import Question, load_dataset
+from ..datasets.loaders import Question, load_dataset
 from ..index.graph import KnowledgeGraph
 from ..methods.frag.hop_classifier import COMPLEX, HopClassifier, strip_topic_marks
+from .common import graph_rows, sample_by_hops
 
 logger = logging.getLogger(__name__)
 
@@ -48,15 +49,14 @@ def hmin_hops(
     resolved as the path ranker's labelling does (entity id, else normalised name/alias)."""
     from ..index.builders.linking import NameIndex
     from ..methods.frag.paths import PathGraph
-    from .path import _rows
 
     pg = PathGraph(graph, inverse=True)
     names = NameIndex.from_graph(graph)
     seen = np.zeros(pg.n, dtype=bool)
     out: list[int | None] = []
     for q in questions:
-        topic = _rows(graph, [q.topic_entity] if q.topic_entity else [], names)
-        answers = np.array(_rows(graph, q.answers, names), dtype=np.int64)
+        topic = graph_rows(graph, [q.topic_entity] if q.topic_entity else [], names)
+        answers = np.array(graph_rows(graph, q.answers, names), dtype=np.int64)
         if not topic or not len(answers):
             out.append(None)
             continue
@@ -139,16 +139,6 @@ def _macro_f1(gold: Sequence[int], pred: Sequence[int]) -> float:
     return float(np.mean(scores))
 
 
-def _sample(questions: list[Question], limit: int, rng: random.Random) -> list[Question]:
-    by: dict[int, list[Question]] = {}
-    for q in questions:
-        by.setdefault(int(q.hops), []).append(q)
-    per = max(1, limit // max(1, len(by)))
-    out = [q for h in sorted(by) for q in rng.sample(by[h], min(per, len(by[h])))]
-    rng.shuffle(out)
-    return out
-
-
 def train_hop_classifier(
     out: str | Path,
     *,
@@ -187,7 +177,7 @@ def train_hop_classifier(
         qs = [q for q in ds.questions if q.hops]
         if not qs:
             raise ValueError(f"dataset {name!r} has no hop-labelled questions")
-        qs = _sample(qs, limit, rng)
+        qs = sample_by_hops(qs, limit, rng)
         samples[name] = qs
         hmins[name] = hmin = _kg_hmin(name, ds.kb_path, qs)
         sources[name] = "hmin" if labels == "hmin" and hmin is not None else "dataset"

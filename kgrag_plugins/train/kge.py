@@ -1,7 +1,7 @@
 """``kgrag train kge``: KG embeddings for the Know³-RAG verifier (Know³-RAG §3.2; METHODS.md §5(a)).
 
 * ``--index DIR``: train on a saved index's graph and store the model in its live generation
-  (``gen-<id>/kge/``, :func:`~kgrag_plugins.models.kge.kge_for_index`).
+  (``gen-<id>/kge/``, :func:`~kgrag_plugins.index.kge.kge_for_index`).
 * ``--dataset metaqa``: the measured protocol of docs/kge.md. MetaQA's KB is loaded, the gold
   answer triples of ``questions`` (300) one-hop shared questions are held out (unseen by training),
   plus ``test_fraction`` (5 %) of the remaining triples (fixed seed; every held-out entity keeps a
@@ -56,8 +56,9 @@ class _ManifestEmbedder:
 
 def train_kge_index(index_dir: str | Path, *, progress: bool = True, **train_kwargs: Any) -> dict[str, Any]:
     """Train a KGE on a saved index's graph and store it in the live generation (replacing any)."""
+    from ..index.kge import CORPUS_BUILDERS, KGE_DIR
     from ..index.store import KnowledgeIndex, read_manifest
-    from ..models.kge import CORPUS_BUILDERS, KGE_DIR, train_kge
+    from ..models.kge import train_kge
 
     manifest = read_manifest(index_dir)
     emb = manifest.get("embedder") or {}
@@ -148,7 +149,7 @@ def metaqa_split(
 ) -> MetaQASplit:
     """Load MetaQA's KB and hold out the answer triples of ``questions`` one-hop questions plus
     ``test_fraction`` of the rest (fixed ``seed``)."""
-    from ..eval.datasets import load_dataset
+    from ..datasets.loaders import load_dataset
     from ..index.importers import load_kg
     from ..models.kge_eval import split_holdout
 

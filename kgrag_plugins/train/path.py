@@ -18,7 +18,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ..config import progress_enabled
-from ..eval.datasets import Question, load_dataset
+from ..datasets.loaders import Question, load_dataset
 from ..index.graph import KnowledgeGraph
 from ..methods.frag.path_ranker import (
     HUB_CAP,
@@ -29,6 +29,7 @@ from ..methods.frag.path_ranker import (
     chain_key,
     relation_query,
 )
+from .common import graph_rows, sample_by_hops
 
 #: Hashed word uni/bigram features of the ranker (issue 20). Chosen with ``ties="set"`` on the
 #: training split of the MetaQA bench (2,996 labelled questions, 80/20 inside it); chain accuracy
@@ -39,17 +40,6 @@ LEXICAL_DIM = 1024
 #: ``kgrag train path-ranker``'s default question count (balanced over hops): 3,000 per MetaQA hop
 #: count, as the KGQA bench trains (``eval.kgqa.TRAIN_PER_HOP``; 1,000 per hop before issue 20).
 PATH_RANKER_LIMIT = 9000
-
-
-def _rows(graph: KnowledgeGraph, names: Sequence[str], index: Any) -> list[int]:
-    from ..index.builders.linking import name_key
-
-    out = []
-    for n in names:
-        eid = n if n in graph else index.get(name_key(n))
-        if eid is not None:
-            out.append(graph.index_of(eid))
-    return out
 
 
 def _search_graph(graph: KnowledgeGraph) -> tuple[Any, Any]:
@@ -65,8 +55,8 @@ def _label_search(
 ) -> tuple[np.ndarray, np.ndarray, list[tuple[int, ...]], float]:
     """``(topic rows, answer rows, best chains, F1)`` of one question (:func:`best_chains`; the
     question's ``hops`` restricts the length when known); no chains when the topic is unknown."""
-    topic = np.array(_rows(graph, [q.topic_entity] if q.topic_entity else [], names), dtype=np.int64)
-    answers = np.unique(np.array(_rows(graph, q.answers, names), dtype=np.int64))
+    topic = np.array(graph_rows(graph, [q.topic_entity] if q.topic_entity else [], names), dtype=np.int64)
+    answers = np.unique(np.array(graph_rows(graph, q.answers, names), dtype=np.int64))
     if not len(topic):
         return topic, answers, [], 0.0
     hops = q.hops if q.hops and q.hops <= max_hops else None
@@ -169,13 +159,12 @@ def train_path_ranker_cli(
 ) -> dict[str, Any]:
     """Train on up to ``limit`` questions of a KGQA dataset (balanced over hops), save to ``out``."""
     from ..index.importers import load_kg
-    from .hop import _sample
 
     ds = load_dataset(dataset, data_dir=data_dir)
     if ds.kb_path is None:
         raise ValueError(f"{dataset} has no knowledge graph (kb_path); path rankers need a KGQA dataset")
     graph, _ = load_kg(ds.kb_path, format="metaqa" if dataset.startswith("metaqa") else "tsv", progress=False)
-    sample = _sample([q for q in ds.questions if q.hops], limit, random.Random(0))
+    sample = sample_by_hops([q for q in ds.questions if q.hops], limit, random.Random(0))
     ranker, report = train_path_ranker(graph, sample, holdout=holdout, embedder=embedder)
     ranker.save(out)
     return {"dataset": dataset, "out": str(out), **report}

@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 from faithful_kgqa import write_tiny_metaqa
 
-from kgrag_plugins.eval import accuracy_raw, answer_scores
+from kgrag_plugins.datasets import accuracy_raw, answer_scores
+from kgrag_plugins.datasets.metrics import accuracy
 from kgrag_plugins.eval.bench import run_bench
-from kgrag_plugins.eval.metrics import accuracy
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kgrag_plugins.eval.datasets import CorpusFormatError, load_corpus_jsonl, load_questions_jsonl
+from kgrag_plugins.datasets.loaders import CorpusFormatError, load_corpus_jsonl, load_questions_jsonl
 
 GOOD_P = {"id": "p1", "title": "Hank Snow", "text": "Hank Snow was a singer."}
 GOOD_Q = {"id": "q1", "question": "Who sang?", "answers": ["Hank Snow"]}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kgrag_plugins.eval.datasets import (
+from kgrag_plugins.datasets.loaders import (
     DATASETS,
     Dataset,
     Question,

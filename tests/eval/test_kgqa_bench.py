@@ -20,9 +20,9 @@ import pytest
 from movie_kg import movie_triples
 
 from kgrag_plugins.cli import main
+from kgrag_plugins.datasets.loaders import load_dataset
 from kgrag_plugins.eval import kgqa
 from kgrag_plugins.eval.bench import markdown_table, run_bench
-from kgrag_plugins.eval.datasets import load_dataset
 from kgrag_plugins.eval.kgqa import KGQA_RETRIEVERS, split_questions
 from kgrag_plugins.index.importers import load_kg
 from kgrag_plugins.methods.frag.path_ranker import PathRanker

@@ -298,7 +298,7 @@ def metaqa_root(tmp_path_factory):
 
 
 def test_know3_frag_through_the_kgqa_bench(metaqa_root, tmp_path):
-    from kgrag_plugins.eval.datasets import load_dataset
+    from kgrag_plugins.datasets.loaders import load_dataset
 
     ds = load_dataset("metaqa", data_dir=metaqa_root)
     kw = dict(per_hop=4, train_per_hop=8, progress=False, kb_keep=0.7, cache_dir=tmp_path, tune_per_hop=4)
@@ -343,8 +343,8 @@ def test_merge_rule_needs_a_significant_win():
 
 
 def test_kb_keep_evaluates_the_same_questions(metaqa_root):
+    from kgrag_plugins.datasets.loaders import load_dataset
     from kgrag_plugins.eval import kgqa
-    from kgrag_plugins.eval.datasets import load_dataset
 
     ds = load_dataset("metaqa", data_dir=metaqa_root)
     seen: dict[float, list[str]] = {}

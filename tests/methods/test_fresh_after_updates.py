@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from conftest import HashEmbedder
+from conftest import HashEmbedder, require_extra
 
 from kgrag_plugins.demo import sample_corpus
 from kgrag_plugins.index.store import KnowledgeIndex
@@ -145,7 +145,7 @@ def test_fresh_saved_index_across_several_updates(tmp_path):
 
 
 def test_fresh_llama_index_adapter_after_update(updated):
-    pytest.importorskip("llama_index.core")
+    require_extra("llama_index.core", "llama-index")
     from kgrag_plugins.integrations.llama_index.retrievers import KGRetriever
 
     idx, retrievers, _ = updated

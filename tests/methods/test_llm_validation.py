@@ -230,3 +230,25 @@ def test_llm_frag_answer_and_hops_validated() -> None:
     assert _frag(llm).estimate_hops(Q, [path.text]) is None and len(llm.calls) == 2
     llm = ScriptedLLM(["garbage", path.text])
     assert _frag(llm).estimate_hops(Q, [path.text]) == 2 and len(llm.calls) == 2
+
+
+def test_kg_infused_note_steps_tell_invalid_replies_from_outages(kgi_index: KnowledgeIndex) -> None:
+    """write_note / augment raise RepliesStayedInvalid (an LLMError, kind invalid_reply) when the
+    replies stay invalid, and a plain LLMError (kind llm_error) when the call fails: the QA harness
+    reruns a question only for the second (an outage), never for the first."""
+    from kgrag_plugins.eval.qa_meter import QuestionMeter
+    from kgrag_plugins.eval.qa_run import _llm_down
+    from kgrag_plugins.models.llm import LLMTimeoutError
+    from kgrag_plugins.models.replies import RepliesStayedInvalid, error_kind
+
+    r = KGInfusedRetriever(kgi_index, llm=ScriptedLLM([SYMBOLS, "<pre><code>\n<pre><code>"]), k_entities=1)
+    with pytest.raises(RepliesStayedInvalid, match="augment: invalid reply") as bad:
+        r.augment("Who directed Inception?", "Inception is a film.", "Inception was directed by Christopher Nolan.")
+    assert isinstance(bad.value, LLMError) and error_kind(bad.value) == "invalid_reply"
+    assert not _llm_down([{"step": "kg.augment", "kind": error_kind(bad.value)}], QuestionMeter())
+
+    r = KGInfusedRetriever(kgi_index, llm=ScriptedLLM([LLMTimeoutError("no reply in 30 s")]), k_entities=1)
+    with pytest.raises(LLMError) as down:
+        r.write_note("Who directed Inception?", [])
+    assert not isinstance(down.value, RepliesStayedInvalid) and error_kind(down.value) == "llm_error"
+    assert _llm_down([{"step": "kg.write_note", "kind": error_kind(down.value)}], QuestionMeter())

@@ -122,7 +122,7 @@ def test_retrieve_unknown_entity_lists_close_names():
 
 
 def test_retrieve_unknown_entity_hint_is_lazy_and_bounded(monkeypatch):
-    import kgrag_plugins.index.graph as graph_mod
+    import kgrag_plugins.index.unknown_entity as hints
 
     calls: list[int] = []
     real = difflib.get_close_matches
@@ -139,11 +139,11 @@ def test_retrieve_unknown_entity_hint_is_lazy_and_bounded(monkeypatch):
     with pytest.raises(UnknownEntityError, match="did you mean 'zeta prime'"):
         g.index_of("zeta primo")
     assert calls == [51]
-    monkeypatch.setattr(graph_mod, "HINT_MAX_CANDIDATES", 10)  # large graph: same first letter only
+    monkeypatch.setattr(hints, "HINT_MAX_CANDIDATES", 10)  # large graph: same first letter only
     with pytest.raises(UnknownEntityError, match="did you mean 'zeta prime'"):
         g.index_of("zeta primo")
     assert calls[-1] == 1
-    monkeypatch.setattr(graph_mod, "HINT_MAX_ENTITIES", 10)  # huge graph: no search at all
+    monkeypatch.setattr(hints, "HINT_MAX_ENTITIES", 10)  # huge graph: no search at all
     with pytest.raises(UnknownEntityError, match="no close-id search") as ei:
         g.index_of("zeta primo")
     assert ei.value.close_ids() == [] and len(calls) == 2

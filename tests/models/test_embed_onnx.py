@@ -9,9 +9,10 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import require_extra
 
-pytest.importorskip("onnxruntime")
-pytest.importorskip("onnx")
+require_extra("onnxruntime", "onnx")
+require_extra("onnx", "onnx")
 
 from kgrag_plugins.models import embed_onnx  # noqa: E402
 from kgrag_plugins.models.embed import Embedder, as_embedder, default_embedder  # noqa: E402

@@ -1,22 +1,19 @@
-"""KG embeddings (models/kge.py): hand-set scores, save/load, evaluator, training, canonicalisation,
-index storage and invalidation (Know³-RAG §3.2; docs/kge.md)."""
+"""KG embeddings (models/kge.py): hand-set scores, save/load, evaluator, training, canonicalisation
+(Know³-RAG §3.2; docs/kge.md). Index storage and invalidation: tests/index/test_index_kge.py."""
 
 from __future__ import annotations
 
 import json
-import logging
 
 import numpy as np
 import pytest
 import torch
+from conftest import require_extra
 
-from kgrag_plugins.models import kge as kge_mod
 from kgrag_plugins.models.kge import (
-    KGE_DIR,
     POOLED_RELATION,
     KGEModel,
     canonical_relation,
-    kge_for_index,
     looks_free_text,
     relation_map,
     train_kge,
@@ -80,7 +77,7 @@ def test_score_paths_agree(name):
 @pytest.mark.parametrize("name", ["complex", "rotate", "transe", "distmult"])
 def test_scores_match_pykeen_interactions(name):
     """Our scoring functions against PyKEEN's interaction modules (the ``kge`` extra), one direction."""
-    modules = pytest.importorskip("pykeen.nn.modules")
+    modules = require_extra("pykeen.nn.modules", "kge")
     rng = np.random.default_rng(4)
     n, d = 5, 8
     E = rng.normal(size=(n, d)).astype(np.float32)
@@ -299,106 +296,3 @@ def test_canonicalised_model_maps_unseen_free_text():
     assert m.relation_row("was born in") == m.relation_row("is born in") == m.relation_ids.index("bear_in")
     assert m.relation_row("has visited") == m.relation_ids.index(POOLED_RELATION)
     assert m.relation_row("sailed across") == m.relation_ids.index(POOLED_RELATION)  # unseen: pooled
-
-
-# --------------------------------------------------------------------------- index storage
-@pytest.fixture(scope="module")
-def built_index(tmp_path_factory):
-    """One saved mentions-graph index over the small corpus (HashEmbedder), copied per test."""
-    from conftest import HashEmbedder
-    from small_corpus import SMALL
-
-    from kgrag_plugins.index.store import KnowledgeIndex
-
-    d = tmp_path_factory.mktemp("kge_index") / "idx"
-    KnowledgeIndex.build(SMALL, d, embedder=HashEmbedder(), builder="mentions", progress=False).close()
-    return d
-
-
-def _index(built_index, tmp_path):
-    import shutil
-
-    from conftest import HashEmbedder
-
-    from kgrag_plugins.index.store import KnowledgeIndex
-
-    shutil.copytree(built_index, tmp_path / "idx")
-    return KnowledgeIndex.open(tmp_path / "idx", embedder=HashEmbedder())
-
-
-FAST = {"dim": 8, "epochs": 2, "progress": False, "threads": 1, "negatives": 16, "batch_size": 32}
-
-
-def test_kge_for_index_trains_saves_loads_and_invalidates(built_index, tmp_path, caplog, monkeypatch):
-    from conftest import HashEmbedder
-    from small_corpus import REUNIFICATION
-
-    from kgrag_plugins.index.store import KnowledgeIndex
-
-    idx = _index(built_index, tmp_path)
-    with caplog.at_level(logging.INFO, logger="kgrag_plugins.models.kge"):
-        m = kge_for_index(idx, **FAST)
-    assert m is not None and "training a KGE" in caplog.text
-    assert m.canonicalize  # a mentions graph has free-text relations
-    assert m.config["pool_below"] == kge_mod.CORPUS_POOL_BELOW  # rare labels share mixed batches
-    gen_kge = idx.derived_path(KGE_DIR)
-    assert (gen_kge / "kge.json").is_file() and gen_kge.parent.name == idx.manifest["generation"]
-    assert kge_for_index(idx) is m  # cached per generation
-    # a fresh open loads the stored model instead of training
-    calls = []
-    monkeypatch.setattr(kge_mod, "train_kge", lambda *a, **k: calls.append(1))
-    again = KnowledgeIndex.open(tmp_path / "idx", embedder=HashEmbedder())
-    loaded = kge_for_index(again)
-    assert not calls and loaded is not None
-    trip = [(t.head, t.relation, t.tail) for t in again.graph.triples()][:5]
-    assert np.array_equal(loaded.score_many(trip), m.score_many(trip))
-    # a graph change makes a new generation: no KGE there until trained again
-    again.add_passages([REUNIFICATION], progress=False)
-    assert again.derived_path(KGE_DIR) != gen_kge
-    assert kge_for_index(again, train=False) is None
-    monkeypatch.undo()
-    fresh = kge_for_index(again, **FAST)
-    assert fresh is not None and (again.derived_path(KGE_DIR) / "kge.json").is_file()
-    assert fresh.fingerprint != m.fingerprint
-
-
-def test_kge_keeps_its_held_out_triples_and_retrains_a_format_1_model(built_index, tmp_path, caplog):
-    """The validation split is stored (θ_0 is calibrated on it, Know³); a model saved before it
-    was (format 1) still loads, but ``kge_for_index`` trains again rather than use it."""
-    idx = _index(built_index, tmp_path)
-    m = kge_for_index(idx, **FAST)
-    n_valid = m.report["num_valid_triples"]
-    assert n_valid > 0 and m.valid_rows.shape == (n_valid, 3)
-    assert m.valid_rows.min() >= 0 and m.valid_rows[:, 0].max() < m.num_entities
-    assert m.valid_rows[:, 1].max() < m.num_relations
-    path = idx.derived_path(KGE_DIR)
-    back = KGEModel.load(path)
-    assert np.array_equal(back.valid_rows, m.valid_rows)
-    # rewrite it as format 1 (no "valid" tensor): loads with valid_rows None
-    raw = torch.load(path / "weights.pt", weights_only=True)
-    torch.save({"entity": raw["entity"], "relation": raw["relation"]}, path / "weights.pt")
-    meta = json.loads((path / "kge.json").read_text())
-    (path / "kge.json").write_text(json.dumps({**meta, "format_version": 1}))
-    assert KGEModel.load(path).valid_rows is None
-    from conftest import HashEmbedder
-
-    from kgrag_plugins.index.store import KnowledgeIndex
-
-    again = KnowledgeIndex.open(tmp_path / "idx", embedder=HashEmbedder())
-    with caplog.at_level(logging.INFO, logger="kgrag_plugins.models.kge"):
-        fresh = kge_for_index(again, **FAST)
-    assert "predates stored held-out triples" in caplog.text and "training a KGE" in caplog.text
-    assert fresh.valid_rows is not None and KGEModel.load(path).valid_rows is not None
-    meta["format_version"] = 99
-    (path / "kge.json").write_text(json.dumps(meta))
-    with pytest.raises(ValueError, match="format 99"):
-        KGEModel.load(path)
-
-
-def test_kge_for_index_ignores_a_stale_model(built_index, tmp_path):
-    idx = _index(built_index, tmp_path)
-    path = idx.derived_path(KGE_DIR)
-    _distmult().save(path)  # fingerprint None: trained on another graph
-    assert kge_for_index(idx, train=False) is None
-    m = kge_for_index(idx, **FAST)
-    assert m is not None and KGEModel.load(path).fingerprint == m.fingerprint

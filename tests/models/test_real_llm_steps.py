@@ -25,7 +25,7 @@ def llm() -> RecordingLLM:
 
 @pytest.fixture(scope="module")
 def step_samples(sample_mentions_index):
-    from kgrag_plugins.eval.datasets import load_dataset
+    from kgrag_plugins.datasets.loaders import load_dataset
 
     return samples(load_dataset("sample"), sample_mentions_index, N_SAMPLES)
 

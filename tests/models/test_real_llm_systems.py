@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
+from kgrag_plugins.datasets.loaders import load_dataset
 from kgrag_plugins.eval import bench, qa
-from kgrag_plugins.eval.datasets import load_dataset
 from kgrag_plugins.eval.qa import available_systems, run_qa_bench
 
 N_QUESTIONS = 2
@@ -42,6 +42,7 @@ def report(smollm2, sample_mentions_index, tmp_path_factory):
         assert ds.corpus_hash() == sample_hash
         return sample_mentions_index, True
 
+    # patched where it is looked up: qa and bench each import it from kgrag_plugins.datasets.indexes
     mp.setattr(qa, "dataset_index", cached)
     mp.setattr(bench, "dataset_index", cached)
     tmp = tmp_path_factory.mktemp("real-llm-qa")

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kgrag_plugins.eval.metrics import accuracy_raw, f1_score
+from kgrag_plugins.datasets.metrics import accuracy_raw, f1_score
 from kgrag_plugins.eval.scripted import ScriptedQALLM
 from kgrag_plugins.models.llm import ScriptedLLM
 from kgrag_plugins.models.prompting import DATA_NOTICE

@@ -10,7 +10,8 @@ import pytest
 from movie_kg import movie_triples
 
 from kgrag_plugins.cli import main
-from kgrag_plugins.models.kge import KGE_DIR, KGEModel
+from kgrag_plugins.index.kge import KGE_DIR
+from kgrag_plugins.models.kge import KGEModel
 
 TINY = ["--dim", "8", "--epochs", "2", "--threads", "1"]
 
@@ -28,8 +29,8 @@ def _saved_index(tmp_path):
 def test_cli_train_kge_on_an_index(tmp_path, capsys):
     from conftest import HashEmbedder
 
+    from kgrag_plugins.index.kge import kge_for_index
     from kgrag_plugins.index.store import KnowledgeIndex
-    from kgrag_plugins.models.kge import kge_for_index
 
     idx_dir = _saved_index(tmp_path)
     rc = main(["train", "kge", "--index", str(idx_dir), "--report", str(tmp_path / "r.json"), *TINY])

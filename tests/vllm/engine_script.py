@@ -10,25 +10,29 @@ import time
 
 
 def main(inp: str, out: str) -> None:
+    import vllm
+
     from kgrag_plugins.models.vllm import VLLMEngine
     from kgrag_plugins.models.vllm_logits import FQCN
 
     spec = json.loads(open(inp).read())
     t0 = time.perf_counter()
-    eng = VLLMEngine(
-        spec["model"],
-        logits_processors=[FQCN],
-        lora_modules={"tiny-lora": spec["adapter"]},
-        dtype="bfloat16",
-        max_model_len=512,
-        enforce_eager=True,
-        default_max_tokens=8,
-    )
-    res: dict = {"init_seconds": round(time.perf_counter() - t0, 1)}
+    lora = {"tiny-lora": spec["adapter"]}
+    eng = VLLMEngine(spec["model"], logits_processors=[FQCN], lora_modules=lora, **spec["engine"])
+    # what this run used, read back from the process: the installed vLLM and the engine's settings
+    res: dict = {"init_seconds": round(time.perf_counter() - t0, 1), "vllm_version": vllm.__version__}
+    res["engine"] = {
+        **spec["engine"],
+        "logits_processors": list(eng.logits_processors),
+        "lora_modules": sorted(eng.lora_modules),
+    }
     res["complete"] = eng.complete([{"role": "user", "content": "What is the capital of France?"}])
+    n, max_tokens = spec["batch_prompts"], spec["batch_max_tokens"]
+    before = dict(eng.usage)
     t0 = time.perf_counter()
-    res["batch"] = eng.complete_batch([f"Question {i}: capital of France?" for i in range(8)], max_tokens=16)
+    res["batch"] = eng.complete_batch([f"Question {i}: capital of France?" for i in range(n)], max_tokens=max_tokens)
     res["batch_seconds"] = round(time.perf_counter() - t0, 3)
+    res["batch_completion_tokens"] = eng.usage["completion_tokens"] - before["completion_tokens"]
     res["lora"] = eng.complete_batch(["Where was Hank Snow born?"], lora="tiny-lora")
     comp = eng.complete_logprobs("Paris is the", max_tokens=5, top_logprobs=3, raw=True)
     res["logprobs"] = [[t.token, t.logprob, t.top] for t in comp.tokens]

@@ -8,12 +8,11 @@ Marker `vllm` (make test-vllm); the server is the session fixture of tests/vllm_
 from __future__ import annotations
 
 import json
-import os
 import random
 import time
-from pathlib import Path
 
 import pytest
+from vllm_lane import served_vllm_version
 
 from kgrag_plugins.methods.translator.constraints import ConstraintIndex
 from kgrag_plugins.methods.translator.vllm_backend import (
@@ -55,11 +54,22 @@ def client(server):
     return server.client(timeout=120, deadline=300)
 
 
-def _write_results():
-    out = Path(os.environ.get("KGRAG_VLLM_TRANSLATOR_OUT", "docs/benchmarks/vllm-cpu-translator.json"))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    body = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "alpha": ALPHA, "beta": BETA, **_RESULTS}
-    out.write_text(json.dumps(body, indent=2) + "\n")
+@pytest.fixture(scope="module")
+def write_results(vllm_server, vllm_report_dir):
+    """Writes the figures measured so far to vllm-cpu-translator.json in pytest's temp dir."""
+    version = served_vllm_version(vllm_server)
+
+    def write():
+        body = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "vllm_version": version}
+        body |= {"alpha": ALPHA, "beta": BETA, **_RESULTS}
+        (vllm_report_dir / "vllm-cpu-translator.json").write_text(json.dumps(body, indent=2) + "\n")
+
+    return write
+
+
+def _share(good: int, total: int) -> float | None:
+    """``good / total`` from counted replies; None when nothing was counted (never a made-up 1.0)."""
+    return round(good / total, 3) if total else None
 
 
 def test_processor_detected_and_chosen(vllm_server, kg_index, tiny_model):
@@ -95,7 +105,7 @@ def _clues(backend, qs):
     return ents, items, rels, t_ent, time.perf_counter() - t0
 
 
-def test_processor_makes_every_clue_valid_over_100_questions(vllm_server, constraints):
+def test_processor_makes_every_clue_valid_over_100_questions(vllm_server, constraints, write_results):
     ci, path = constraints
     heads = set(ci.names_by_entity("forward"))
     backend = VLLMConstrainedBackend(client(vllm_server), path, mode="processor")
@@ -107,20 +117,20 @@ def test_processor_makes_every_clue_valid_over_100_questions(vllm_server, constr
     _RESULTS["processor"] = {
         "questions": len(qs),
         "entities": len(items),
-        "entities_valid_share": round(1 - len(bad_ents) / max(1, len(items)), 3),
+        "entities_valid_share": _share(len(items) - len(bad_ents), len(items)),
         "relations": n_rel,
-        "relations_valid_share": round(1 - len(bad) / max(1, n_rel), 3),
+        "relations_valid_share": _share(n_rel - len(bad), n_rel),
         "entity_seconds": round(t_ent, 2),
         "relation_seconds": round(t_rel, 2),
     }
-    _write_results()
+    write_results()
     assert all(es for es in ents), "every question gets at least one entity"
     assert not bad_ents, bad_ents[:5]
     assert all(rs for rs in rels), "every entity has hyperrelations, so relations are decoded"
     assert not bad, bad[:5]
 
 
-def test_without_processor_most_outputs_are_invalid(vllm_server, constraints):
+def test_without_processor_most_outputs_are_invalid(vllm_server, constraints, write_results):
     ci, path = constraints
     heads = set(ci.names_by_entity("forward"))
     backend = VLLMConstrainedBackend(client(vllm_server), path, mode="none")
@@ -129,29 +139,30 @@ def test_without_processor_most_outputs_are_invalid(vllm_server, constraints):
     ents = backend._map(backend.entity_candidates, [(q, ALPHA, "forward") for q in qs])
     t_ent = time.perf_counter() - t0
     flat = [e for es in ents for e in es]
-    valid_ent = sum(e in heads for e in flat) / max(1, len(flat))
+    n_valid_ent = sum(e in heads for e in flat)
     # relations for real entities, so only the relation constraint is missing
     names = sorted(heads)
     items = [(q, names[i % len(names)]) for i, q in enumerate(qs[:30])]
     rels = backend._map(backend.relation_candidates, [(q, e, BETA, "forward") for q, e in items])
     flat_rel = [(e, r) for (_q, e), rs in zip(items, rels) for r in rs]
-    valid_rel = sum(ci.is_valid(e, r) for e, r in flat_rel) / max(1, len(flat_rel))
+    n_valid_rel = sum(ci.is_valid(e, r) for e, r in flat_rel)
     assert flat and flat_rel
+    valid_ent, valid_rel = _share(n_valid_ent, len(flat)), _share(n_valid_rel, len(flat_rel))
     assert valid_ent <= 0.5 and valid_rel <= 0.5, (valid_ent, valid_rel)
     # the filtered protocol drops them
     assert all(e in heads for es in backend.entities_batch(qs[:5], ALPHA) for e in es)
     _RESULTS["no_processor"] = {
         "questions": len(qs),
         "entities": len(flat),
-        "entities_valid_share": round(valid_ent, 3),
+        "entities_valid_share": valid_ent,
         "relations": len(flat_rel),
-        "relations_valid_share": round(valid_rel, 3),
+        "relations_valid_share": valid_rel,
         "entity_seconds": round(t_ent, 2),
     }
-    _write_results()
+    write_results()
 
 
-def test_structured_outputs_fallback(vllm_server, kg_index, constraints):
+def test_structured_outputs_fallback(vllm_server, kg_index, constraints, write_results):
     ci, _path = constraints
     heads = set(ci.names_by_entity("forward"))
     # a plain client of the server: the probe is not consulted when the server says "no processor"
@@ -167,12 +178,12 @@ def test_structured_outputs_fallback(vllm_server, kg_index, constraints):
     _RESULTS["structured"] = {
         "questions": len(qs),
         "entities": len(items),
-        "entities_valid_share": round(1 - len(bad_ents) / max(1, len(items)), 3),
+        "entities_valid_share": _share(len(items) - len(bad_ents), len(items)),
         "relations": n_rel,
-        "relations_valid_share": round(1 - len(bad) / max(1, n_rel), 3),
+        "relations_valid_share": _share(n_rel - len(bad), n_rel),
         "seconds": round(secs, 2),
     }
-    _write_results()
+    write_results()
     assert all(es for es in ents) and not bad_ents, bad_ents[:5]
     assert any(rels)
     assert not bad, bad[:5]
@@ -192,7 +203,7 @@ class _NoProcessor:
         return client(self._server)
 
 
-def test_lora_adapter_served_and_requested_by_name(vllm_server, lora_adapter, constraints):
+def test_lora_adapter_served_and_requested_by_name(vllm_server, lora_adapter, constraints, write_results):
     import httpx
 
     _adapter, how = lora_adapter
@@ -210,4 +221,4 @@ def test_lora_adapter_served_and_requested_by_name(vllm_server, lora_adapter, co
     ents = backend.entities_batch(questions(ci, 5, seed=7), ALPHA)
     assert all(es for es in ents) and all(e in heads for es in ents for e in es)
     _RESULTS["lora"] = {"adapter_from": how}
-    _write_results()
+    write_results()

@@ -11,9 +11,9 @@ import json
 import os
 import platform
 import time
-from pathlib import Path
 
 import pytest
+from vllm_lane import model_shape, served_vllm_version, server_settings
 
 pytestmark = pytest.mark.vllm
 
@@ -44,47 +44,45 @@ def test_logprobs_chat_and_raw(server):
             assert t.top and all(v <= 0.0 for v in t.top.values())
 
 
-def test_throughput(server):
-    """tokens/s and requests/s at concurrency 1/8/32 (max_tokens 32), written to a JSON file."""
-    llm = server.client(default_max_tokens=32, default_temperature=0.0, deadline=120, timeout=120)
+def test_throughput(server, tiny_model, vllm_report_dir):
+    """tokens/s and requests/s at concurrency 1/8/32 (max_tokens 32, ignore_eos), written to a JSON
+    report in pytest's temp dir: every figure measured in this run, the version from the server."""
+    max_tokens = 32
+    llm = server.client(default_max_tokens=max_tokens, default_temperature=0.0, deadline=120, timeout=120)
     llm.extra_body["ignore_eos"] = True
 
-    async def batch(n: int) -> tuple[float, int]:
+    async def batch(n: int) -> tuple[float, list[str]]:
         start = time.perf_counter()
         replies = await asyncio.gather(*(llm.acomplete(f"Question {i}: capital of France?") for i in range(n)))
-        assert all(isinstance(r, str) for r in replies)
-        return time.perf_counter() - start, n
+        return time.perf_counter() - start, replies
 
     results = {}
     for conc in (1, 8, 32):
         before = dict(llm.usage)
-        secs, n = asyncio.run(batch(conc))
+        secs, replies = asyncio.run(batch(conc))
         after = dict(llm.usage)
         toks = after.get("completion_tokens", 0) - before.get("completion_tokens", 0)
-        assert toks > 0
+        assert len(replies) == conc and all(isinstance(r, str) for r in replies)
+        assert toks == conc * max_tokens, (conc, toks)  # ignore_eos: every request generates max_tokens
         results[str(conc)] = {
-            "requests": n,
+            "requests": len(replies),
             "seconds": round(secs, 3),
             "completion_tokens": toks,
             "tokens_per_s": round(toks / secs, 1),
-            "requests_per_s": round(n / secs, 2),
+            "requests_per_s": round(len(replies) / secs, 2),
         }
-    out = Path(os.environ.get("KGRAG_VLLM_BENCH_OUT", "docs/benchmarks/vllm-cpu-tiny.json"))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(
-        json.dumps(
-            {
-                "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "machine": f"{platform.machine()} {os.cpu_count()} CPU cores",
-                "server": "vllm-cpu 0.32.0, --enforce-eager, bfloat16, max_model_len 512, kgrag processor + LoRA",
-                "model": "random tiny Llama (2 layers, hidden 128, 2 heads of 64, 512-token BPE)",
-                "max_tokens": 32,
-                "concurrency": results,
-            },
-            indent=2,
-        )
-        + "\n"
-    )
+    out = vllm_report_dir / "vllm-cpu-tiny.json"
+    body = {
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": f"{platform.machine()} {os.cpu_count()} CPU cores",
+        "vllm_version": served_vllm_version(server),
+        "server": server_settings(server),
+        "model": model_shape(tiny_model[0]),
+        "max_tokens": max_tokens,
+        "concurrency": results,
+    }
+    out.write_text(json.dumps(body, indent=2) + "\n")
+    assert json.loads(out.read_text())["concurrency"] == results
 
 
 def test_stop_leaves_no_process(server):

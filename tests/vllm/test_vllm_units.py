@@ -48,6 +48,19 @@ def _parsekg() -> ParseKG:
     return kg
 
 
+@pytest.fixture
+def shim_in_tmp(tmp_path, monkeypatch):
+    """vllm_pythonpath() writes its stub package in the temp dir: this test's, not the system's."""
+    import tempfile
+
+    from kgrag_plugins.models import vllm as vllm_mod
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(vllm_mod, "_shim_dir", None)
+    yield tmp_path
+    assert str(vllm_mod._shim_dir).startswith(str(tmp_path))
+
+
 @pytest.fixture(scope="module")
 def lane(tmp_path_factory):
     kg = _parsekg()
@@ -112,7 +125,7 @@ def test_request_args_validation(tmp_path):
             request_args(bad)
 
 
-def test_server_command_and_env(tmp_path, monkeypatch):
+def test_server_command_and_env(tmp_path, monkeypatch, shim_in_tmp):
     adapter = tmp_path / "adapter"
     adapter.mkdir()
     srv = VLLMServer(
@@ -142,7 +155,7 @@ def test_server_command_and_env(tmp_path, monkeypatch):
     assert cmd[2] == str(local.resolve()) and cmd[cmd.index("--served-model-name") + 1] == "model"
 
 
-def test_stub_package_imports_processor_without_core_deps():
+def test_stub_package_imports_processor_without_core_deps(shim_in_tmp):
     """In the vLLM venv kgrag's __init__ cannot run (no scipy/spaCy); the stub skips it."""
     code = (
         "import sys, kgrag_plugins.models.vllm_logits as m, kgrag_plugins.models.vllm as v;"

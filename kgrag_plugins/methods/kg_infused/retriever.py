@@ -69,7 +69,7 @@ import numpy as np
 from ...index.store import KnowledgeIndex
 from ...models.llm import LLMError, as_llm
 from ...models.prompting import DataPrompt
-from ...models.replies import InvalidReply, check_text, complete_validated, first_line
+from ...models.replies import InvalidReply, RepliesStayedInvalid, check_text, complete_validated, first_line
 from ...models.structured import OutputSchema
 from ...types import Answer, Evidence, Passage, ScoredPassage
 from ..activation import (
@@ -558,12 +558,15 @@ class KGInfusedRetriever(Retriever):
 
     def _complete_or_raise(self, prompt: str, template: str, step: str) -> str:
         """A validated free-text call; raises :class:`LLMError` (naming the step and why) when the
-        call failed or the reply stayed invalid, so callers take their LLM-free path."""
+        call failed, :class:`~kgrag_plugins.models.replies.RepliesStayedInvalid` (an ``LLMError``)
+        when the reply stayed invalid, so callers take their LLM-free path."""
         errors: list[dict[str, Any]] = []
         out = self._complete(prompt, _text_validator(template), step, errors)
         if out is None:
             last = errors[-1] if errors else {"kind": "invalid_reply", "error": "no valid reply"}
-            raise LLMError(last["error"] if last["kind"] == "llm_error" else f"{step}: {last['error']}")
+            if last["kind"] == "llm_error":
+                raise LLMError(last["error"])
+            raise RepliesStayedInvalid(f"{step}: {last['error']}")
         return out
 
     def write_note(self, question: str, passages: Sequence[ScoredPassage | Passage]) -> str | None:

@@ -26,7 +26,7 @@
    filter's order (measured worse at Recall@2); ``"tail"``: up to ``max_new`` (2) D^c passages
    outside the base top k replace the last base positions (measured lower Recall@5).
 
-The KGE is :func:`~kgrag_plugins.models.kge.kge_for_index` (trained on the index graph on first
+The KGE is :func:`~kgrag_plugins.index.kge.kge_for_index` (trained on the index graph on first
 use and stored in the index generation; an index update retrains it via :meth:`_refresh`). θ_0
 defaults to the calibrated value (:meth:`.threshold.ThresholdSchedule.calibrated`). Every LLM call
 goes through ``complete_validated`` (invalid twice -> the LLM-free step, WARNING, an entry in
@@ -189,7 +189,7 @@ class Know3Retriever(Retriever):
             t0 = time.perf_counter()
             kge = self._given["kge"]
             if kge is None:
-                from ...models.kge import kge_for_index
+                from ...index.kge import kge_for_index
 
                 kge = kge_for_index(self.index, train=self.train_kge, **self.kge_kwargs)
             kge_s = time.perf_counter() - t0

@@ -312,9 +312,9 @@ def _known_rows(kge: "KGEModel", triples: "Sequence[tuple[str, str, str]] | Know
 
 
 def verifier_for_index(index: Any, *, train: bool = True, **kwargs: Any) -> TripleVerifier | None:
-    """A :class:`TripleVerifier` over ``index``'s graph with :func:`~kgrag_plugins.models.kge.kge_for_index`
+    """A :class:`TripleVerifier` over ``index``'s graph with :func:`~kgrag_plugins.index.kge.kge_for_index`
     (``None`` when there is no KGE and ``train`` is off). ``kwargs``: ``method``, ``aggregate``."""
-    from ...models.kge import kge_for_index
+    from ...index.kge import kge_for_index
 
     kge = kge_for_index(index, train=train)
     return None if kge is None else TripleVerifier(kge, index.graph, **kwargs)

@@ -24,7 +24,7 @@ class KGVerifier:
     """Verify texts and passages against an index's KG with Know³'s relative triple score.
 
     ``index``: a :class:`~kgrag_plugins.index.store.KnowledgeIndex` (its KGE is trained on first
-    use and stored in the index, :func:`~kgrag_plugins.models.kge.kge_for_index`); ``loop``: an
+    use and stored in the index, :func:`~kgrag_plugins.index.kge.kge_for_index`); ``loop``: an
     existing :class:`~.loop.Know3Retriever` to share parts with; ``opts`` go to a new one
     (``llm`` for Fig. 9 extraction, ``theta0`` / ``percentile`` / ``schedule_kind``, ``max_turns``,
     ``method``, ``kge``, ``verifier``, ``answer_refs``, ...).

@@ -16,8 +16,8 @@ from conftest import HashEmbedder
 from faithful_kgqa import EXPECTED_HMIN, QUESTIONS, TRIPLES, write_tiny_metaqa
 
 from kgrag_plugins.cli import main
+from kgrag_plugins.datasets.loaders import Question, load_dataset
 from kgrag_plugins.eval.bench import run_bench
-from kgrag_plugins.eval.datasets import Question, load_dataset
 from kgrag_plugins.index.graph import KnowledgeGraph
 from kgrag_plugins.index.importers import load_kg
 from kgrag_plugins.methods.frag.hop_classifier import HopClassifier

@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 from movie_kg import movie_triples
 
-from kgrag_plugins.eval.datasets import Question
+from kgrag_plugins.datasets.loaders import Question
 from kgrag_plugins.index.graph import KnowledgeGraph
 from kgrag_plugins.index.store import KnowledgeIndex
 from kgrag_plugins.methods.frag import FRAGRetriever

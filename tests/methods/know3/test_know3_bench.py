@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from test_know3_loop import CORPUS, KGE, _index
 
+from kgrag_plugins.datasets.loaders import Dataset, Question
 from kgrag_plugins.eval.bench import DATASET_AWARE, RETRIEVERS, evaluate_retriever, markdown_table
-from kgrag_plugins.eval.datasets import Dataset, Question
 from kgrag_plugins.methods.know3 import Know3Retriever
 
 
 def test_registry_has_know3_for_every_corpus_retriever() -> None:
     bases = [n for n in RETRIEVERS if not n.startswith("know3")]
+    assert {"dense", "bm25", "activation", "frag", "translator"} <= set(bases)  # the loop below checks them
     for b in bases:
         factory, parts, builder = RETRIEVERS[f"know3:{b}"]
         assert builder is not None and "graph_s" in parts and f"know3:{b}" in DATASET_AWARE

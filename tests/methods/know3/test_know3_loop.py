@@ -49,7 +49,7 @@ def index() -> KnowledgeIndex:
 
 @pytest.fixture(scope="module")
 def kge(index):
-    from kgrag_plugins.models.kge import kge_for_index
+    from kgrag_plugins.index.kge import kge_for_index
 
     return kge_for_index(index, **KGE)
 
@@ -166,7 +166,8 @@ def test_invalid_replies_fall_back_with_warning_and_trace(index, kge, caplog) ->
     turns = ans.evidence.trace["know3"]["turns"]
     assert turns[0]["answer"] == "" and turns[0]["extraction"]["reason"] == "empty text"
     kept = turns[0]["references"]["kept"] + turns[0]["references"]["dropped"]
-    assert all(c["relevance_by"] == "minilm (llm fallback)" for c in kept if c["relevance_by"])
+    judged = [c for c in kept if c["relevance_by"]]
+    assert judged and all(c["relevance_by"] == "minilm (llm fallback)" for c in judged)
     assert ans.text == "Cincinnati"
 
 
