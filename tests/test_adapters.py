@@ -44,10 +44,13 @@ def test_a_missing_hook_is_a_clear_import_error(monkeypatch: pytest.MonkeyPatch)
     assert adapters.hook("as_retriever") is None
     with pytest.raises(ImportError, match=r"KnowledgeIndex.as_retriever needs the framework adapters.*'as_retriever'"):
         adapters.require_hook("as_retriever", "KnowledgeIndex.as_retriever")
-    with pytest.raises(TypeError, match="cannot use .* as an LLM"):
-        from kgrag_plugins.models.llm import as_llm
+    from kgrag_plugins.models.llm import as_llm
 
+    with pytest.raises(TypeError, match="cannot use .* as an LLM"):
         as_llm(object())
+    framework_like = type("ChatModel", (), {"__module__": "langchain_core.language_models"})()
+    with pytest.raises(ImportError, match="using a ChatModel as an LLM needs the framework adapters"):
+        as_llm(framework_like)
 
 
 def test_register_replaces_and_checks(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from ..adapters import hook
+from ..adapters import hook, require_hook
 from ..config import DEFAULT_LLM_DEADLINE, env, env_number
 from .breaker import CircuitBreaker, LLMError, LLMResponseError, LLMTimeoutError, LLMUnavailableError
 from .logprobs import (
@@ -560,6 +560,8 @@ def as_llm(obj: Any) -> LLM | None:
         return obj
     # Framework models first: a LlamaIndex LLM also has complete/acomplete, with other types.
     framework_llm = hook("llm")  # registered by kgrag_plugins.integrations (an entry point)
+    if framework_llm is None and type(obj).__module__.split(".")[0] in ("langchain", "langchain_core", "llama_index"):
+        framework_llm = require_hook("llm", f"using a {type(obj).__name__} as an LLM")  # raises, saying why
     adapted = framework_llm(obj) if framework_llm is not None else None
     if adapted is not None:
         return adapted
