@@ -15,7 +15,6 @@ Every method in the package talks to an :class:`LLM`: ``complete(prompt) -> str`
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 import time
@@ -65,6 +64,22 @@ class _RetryableFailure(Exception):
     def __init__(self, description: str, *, timeout: bool = False) -> None:
         super().__init__(description)
         self.timeout = timeout
+
+
+def _json_body(resp: httpx.Response, url: str, model: str) -> Any:
+    """The decoded JSON body of an LLM server's reply: HTTP 429 / 5xx and a non-JSON body raise
+    ``_RetryableFailure``, another non-2xx status a fatal :class:`LLMResponseError`."""
+    status = resp.status_code
+    if status == 429 or status >= 500:
+        raise _RetryableFailure(f"HTTP {status}: {snippet(resp.text)}")
+    if status >= 300:
+        raise LLMResponseError(
+            f"LLM request to {url} (model {model!r}) failed with HTTP {status} (not retried): {snippet(resp.text)}"
+        )
+    try:
+        return resp.json()
+    except ValueError:  # JSONDecodeError and UnicodeDecodeError included
+        raise _RetryableFailure(f"non-JSON response body: {snippet(resp.text)!r}") from None
 
 
 # --------------------------------------------------------------------------- OpenAI-compatible
@@ -261,18 +276,7 @@ class OpenAICompatibleLLM:
 
     def _handle_response(self, resp: httpx.Response) -> str:
         """Return the content, raise ``_RetryableFailure`` or (fatal) ``LLMResponseError``."""
-        status = resp.status_code
-        if status == 429 or status >= 500:
-            raise _RetryableFailure(f"HTTP {status}: {snippet(resp.text)}")
-        if status >= 300:
-            raise LLMResponseError(
-                f"LLM request to {self.url} (model {self.model!r}) failed with HTTP {status} "
-                f"(not retried): {snippet(resp.text)}"
-            )
-        try:
-            data = resp.json()
-        except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
-            raise _RetryableFailure(f"non-JSON response body: {snippet(resp.text)!r}") from None
+        data = _json_body(resp, self.url, self.model)
         try:
             content = data["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError):
@@ -489,18 +493,7 @@ def _logprobs_handler(llm: Any, url: str, raw: bool) -> Callable[[httpx.Response
     parse = parse_completion_logprobs if raw else parse_chat_logprobs
 
     def handle(resp: httpx.Response) -> Completion:
-        status = resp.status_code
-        if status == 429 or status >= 500:
-            raise _RetryableFailure(f"HTTP {status}: {snippet(resp.text)}")
-        if status >= 300:
-            raise LLMResponseError(
-                f"LLM request to {url} (model {llm.model!r}) failed with HTTP {status} (not retried): "
-                f"{snippet(resp.text)}"
-            )
-        try:
-            data = resp.json()
-        except ValueError:
-            raise _RetryableFailure(f"non-JSON response body: {snippet(resp.text)!r}") from None
+        data = _json_body(resp, url, llm.model)
         try:
             out = parse(data)
         except LogprobsFormatError as exc:
