@@ -45,7 +45,7 @@ endif
 TEST_ENV := PYTHONPYCACHEPREFIX=$${TMPDIR:-/tmp}/kgrag-pycache
 
 test: $(STAMP) browser models
-	$(TEST_ENV) $(PY) -m pytest -q -p no:cacheprovider
+	$(TEST_ENV) $(PY) -m pytest -q -p no:cacheprovider --durations=40
 
 test-slow: $(STAMP) browser
 	$(TEST_ENV) $(PY) -m pytest -q -p no:cacheprovider -m slow

@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from ..adapters import hook, require_hook
+from ..adapters import GROUP, hook
 from ..config import DEFAULT_LLM_DEADLINE, env, env_number
 from .breaker import CircuitBreaker, LLMError, LLMResponseError, LLMTimeoutError, LLMUnavailableError
 from .logprobs import (
@@ -553,14 +553,18 @@ def as_llm(obj: Any) -> LLM | None:
         return obj
     # Framework models first: a LlamaIndex LLM also has complete/acomplete, with other types.
     framework_llm = hook("llm")  # registered by kgrag_plugins.integrations (an entry point)
-    if framework_llm is None and type(obj).__module__.split(".")[0] in ("langchain", "langchain_core", "llama_index"):
-        framework_llm = require_hook("llm", f"using a {type(obj).__name__} as an LLM")  # raises, saying why
     adapted = framework_llm(obj) if framework_llm is not None else None
     if adapted is not None:
         return adapted
     if callable(getattr(obj, "complete", None)) and callable(getattr(obj, "acomplete", None)):
         return obj
+    why = (
+        ""
+        if framework_llm is not None
+        else f"; no framework adapter is registered (the {GROUP!r} entry points are missing): reinstall "
+        "kgrag-plugins (pip install -e . or pip install kgrag-plugins) to pass a framework model"
+    )
     raise TypeError(
         f"cannot use {type(obj).__module__}.{type(obj).__name__} as an LLM: expected an object "
-        "with complete()/acomplete(), a LangChain chat model, or a LlamaIndex LLM"
+        f"with complete()/acomplete() or a framework chat model / LLM{why}"
     )
