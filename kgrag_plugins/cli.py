@@ -73,6 +73,8 @@ def _int_list(text: str) -> list[int]:
 def _cmd_bench(args: argparse.Namespace) -> int:
     from .eval.bench import markdown_table, run_bench
 
+    if args.qa and args.slice_corpus:
+        raise ValueError("--slice-corpus applies to retrieval benchmarks, not --qa")
     if args.qa:
         return _cmd_bench_qa(args)
     qa_only = (args.llm, args.systems, args.llm_model, args.llm_deadline, args.max_tokens, args.journal, args.resume)
@@ -95,6 +97,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         labels=args.labels,
         retriever_opts=args.retriever_opt or (),
         kb_keep=args.kb_keep,
+        slice_corpus=args.slice_corpus,
     )
     print(markdown_table(report))
     if args.out:
@@ -488,6 +491,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--data-dir", type=Path, default=None, help="benchmark data (default: $KGRAG_DATA_DIR or ../shared/data)"
     )
     b.add_argument("--limit", type=int, default=None, help="first N questions only")
+    b.add_argument(
+        "--slice-corpus",
+        action="store_true",
+        help="retrieve from the kept questions' candidate paragraphs only (with --limit: a small fixed slice "
+        "built the way the split's corpus is)",
+    )
     b.add_argument("--per-hop", type=int, default=300, help="KGQA: held-out questions evaluated per hop count")
     b.add_argument("--train-per-hop", type=int, default=TRAIN_PER_HOP, help="KGQA: training questions per hop count")
     b.add_argument(

@@ -64,6 +64,14 @@ def _writes_stay_in_tmp(tmp_path_factory):
             configuration.set_hypothesis_home_dir(None)
 
 
+@pytest.fixture(scope="session")
+def headline_cache(tmp_path_factory) -> Path:
+    """One index cache directory for the session's runs on the headline slice (2WikiMultihopQA, first
+    25 questions, their candidate paragraphs): tests/test_headline_numbers.py and test_cli's real
+    bench run build its indexes once."""
+    return tmp_path_factory.mktemp("headline-cache")
+
+
 # --------------------------------------------------------------------------- index fixtures
 
 import hashlib  # noqa: E402

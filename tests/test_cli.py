@@ -207,6 +207,7 @@ def test_demo_end_to_end_offline(capsys, caplog, sample_questions):
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.records
 
 
+@pytest.mark.slow  # a second full demo run; the default run has the offline demo and the SmolLM2 demo (test_demo.py)
 def test_demo_generates_answers_with_an_llm(sample_questions):
     llm = ScriptedLLM(lambda messages: "Vistula\nbecause the passage says so")
     buf = io.StringIO()
@@ -223,11 +224,21 @@ def test_demo_generates_answers_with_an_llm(sample_questions):
     assert summary["frag-kgqa-hits@1"] >= 4 / 7  # zero-shot FRAG answers most sample KGQA questions
 
 
-def test_bench_on_real_data(data_dir, tmp_path):
-    """A small real run: popqa's first 8 questions against its full 772-passage corpus."""
-    report = run_bench("popqa", ["bm25"], data_dir=data_dir, limit=8, cache_dir=tmp_path / "c", progress=False)
-    assert report["n_questions"] == 8 and report["corpus_size"] == 772
+def test_bench_on_real_data(data_dir, headline_cache):
+    """A small real run on a slice: 2Wiki's first 25 questions and their candidate paragraphs (the
+    index is the session's, shared with tests/test_headline_numbers.py)."""
+    report = run_bench(
+        "2wikimultihopqa", ["bm25"], data_dir=data_dir, limit=25, slice_corpus=True, cache_dir=headline_cache,
+        progress=False,
+    )  # fmt: skip
+    ds = load_dataset("2wikimultihopqa", data_dir, limit=25)
+    cands = {p for q in ds.questions for p in q.metadata["candidate_passage_ids"] + q.supporting_passage_ids}
+    assert report["n_questions"] == 25 and report["corpus_size"] == len(cands) < len(ds.corpus)
+    assert report["corpus"] == "the questions' candidate paragraphs"
     assert report["results"]["bm25"]["recall@5"] > 0.3
+    rows = report["results"]["bm25"]["per_question"]
+    assert [r["id"] for r in rows] == [q.id for q in ds.questions] and all(len(r["retrieved"]) == 5 for r in rows)
+    assert set().union(*(r["retrieved"] for r in rows)) <= cands
 
 
 @pytest.mark.slow

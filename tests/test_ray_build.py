@@ -82,7 +82,7 @@ def assert_same_index(single: KnowledgeIndex, distributed: KnowledgeIndex) -> No
     assert distributed.manifest["corpus_hash"] == single.manifest["corpus_hash"]
 
 
-@pytest.mark.parametrize("builder", ["mentions", "parsekg"])
+@pytest.mark.parametrize("builder", ["mentions", pytest.param("parsekg", marks=pytest.mark.slow)])
 def test_ray_build_matches_single_process_on_sample(local_ray, tmp_path, sample_corpus, builder) -> None:
     single = KnowledgeIndex.build(sample_corpus, tmp_path / "single", builder=builder, progress=False)
     # 5 partitions of batches of 8: blocks finish out of order and are merged back in corpus order
@@ -101,6 +101,7 @@ def test_ray_build_matches_single_process_on_sample(local_ray, tmp_path, sample_
     reopened.close()
 
 
+@pytest.mark.slow  # the default run keeps the mentions parity test; make test-slow runs this
 def test_ray_build_in_memory_with_entity_vectors_and_curated_graph(local_ray, sample_corpus, sample_graph) -> None:
     single = KnowledgeIndex.build(sample_corpus, graph=sample_graph, entity_vectors=True, progress=False)
     dist = build_index_ray(sample_corpus, graph=sample_graph, entity_vectors=True, progress=False)
@@ -156,6 +157,7 @@ class _BowEmbedder:
         return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
 
 
+@pytest.mark.slow  # the default run keeps the mentions parity test; make test-slow runs this
 def test_ray_build_llm_builder_matches_and_fills_the_cache(local_ray, tmp_path) -> None:
     emb = _BowEmbedder()
     single = KnowledgeIndex.build(
@@ -189,6 +191,7 @@ def test_ray_build_rejects_unpicklable_llm_and_unknown_builder(local_ray, sample
 # --------------------------------------------------------------------------- CLI and the missing extra
 
 
+@pytest.mark.slow  # the default run keeps the mentions parity test; make test-slow runs this
 def test_cli_index_engine_ray(local_ray, tmp_path, capsys, sample_corpus, sample_mentions_index) -> None:
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps(p.to_dict()) + "\n" for p in sample_corpus), encoding="utf-8")

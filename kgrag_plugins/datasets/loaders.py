@@ -406,7 +406,9 @@ DATASETS: tuple[str, ...] = tuple(_LOADERS)
 ALIASES: dict[str, str] = {"2wiki": "2wikimultihopqa", "hotpot": "hotpotqa"}
 
 
-def load_dataset(name: str, data_dir: str | Path | None = None, limit: int | None = None) -> Dataset:
+def load_dataset(
+    name: str, data_dir: str | Path | None = None, limit: int | None = None, *, slice_corpus: bool = False
+) -> Dataset:
     """Load a named benchmark from ``data_dir`` (default :func:`kgrag_plugins.config.data_dir`).
 
     * ``sample``: the bundled multi-hop demo sample (what ``kgrag demo`` runs); no data directory needed.
@@ -420,7 +422,11 @@ def load_dataset(name: str, data_dir: str | Path | None = None, limit: int | Non
     * ``2wikimultihopqa-dev1000``: 2Wiki questions whose gold passages all lie in the HippoRAG
       dev-1000 corpus (6,119 passages), with that corpus.
 
-    ``limit`` keeps the first N questions; the corpus is always whole.
+    ``limit`` keeps the first N questions; the corpus stays whole unless ``slice_corpus``, which
+    keeps only the kept questions' candidate paragraphs (``candidate_passage_ids``, plus any gold
+    passage): each split's corpus is built that way, as the union of its questions' candidates
+    (HippoRAG's construction), so a slice is the same benchmark at a smaller size. A dataset whose
+    questions carry no candidates cannot be sliced (``ValueError``).
     """
     key = ALIASES.get(name.strip().lower(), name.strip().lower())
     if key not in _LOADERS:
@@ -434,4 +440,23 @@ def load_dataset(name: str, data_dir: str | Path | None = None, limit: int | Non
     ds = _LOADERS[key](root, key)
     if limit is not None:
         ds.questions = ds.questions[:limit]
+    if slice_corpus:
+        _slice_corpus(ds)
     return ds
+
+
+def _slice_corpus(ds: Dataset) -> None:
+    """Keep the passages the questions list as candidates or gold (corpus order kept)."""
+    if ds.corpus is None:
+        raise ValueError(f"{ds.name} has no passage corpus to slice")
+    keep: set[str] = set()
+    for q in ds.questions:
+        cands = q.metadata.get("candidate_passage_ids")
+        if not isinstance(cands, list):
+            raise ValueError(
+                f"{ds.name}: question {q.id!r} lists no candidate_passage_ids, so its corpus slice is undefined; "
+                "run without slice_corpus (--slice-corpus)"
+            )
+        keep.update(map(str, cands))
+        keep.update(q.supporting_passage_ids)
+    ds.corpus = [p for p in ds.corpus if p.id in keep]

@@ -4,7 +4,13 @@ Output JSON (the contract later plug-ins and reviewers rely on)::
 
     {"dataset", "n_questions", "corpus_size",
      "results": {RETRIEVER: {"recall@2", "recall@5", "answer_recall@5",
-                             "latency_ms": {"p50", "p95"}, "index_seconds", ...}}}
+                             "latency_ms": {"p50", "p95"}, "index_seconds", ...,
+                             "per_question": [{"id", "retrieved": [passage ids, top k],
+                                               "recall@2", "recall@5", "answer_hit@5"}, ...]}}}
+
+``per_question`` lets a reader (and ``tests/test_headline_numbers.py``) recompute any figure on
+any subset of the questions; ``recall@k`` is absent for a question without gold passages and
+``answer_hit@5`` for one without answers.
 
 Recall@k is HippoRAG/GFM-RAG's: the fraction of a question's gold supporting passages in
 the top k, averaged over questions that have gold passages. answer_recall@5 is DPR's
@@ -144,6 +150,7 @@ def evaluate_retriever(retriever: Retriever, dataset: Dataset, *, k: int = 5, pr
     components: dict[str, list[float]] = {}
     returned: list[int] = []
     turns: list[int] = []  # Know³: the turn at which each question's loop stopped
+    per_question: list[dict[str, Any]] = []
     no_gold = 0
     for q in tqdm(questions, desc=f"{retriever.name}", disable=not progress_enabled(progress), leave=False):
         t0 = time.perf_counter()
@@ -156,13 +163,17 @@ def evaluate_retriever(retriever: Retriever, dataset: Dataset, *, k: int = 5, pr
         k3 = ev.trace.get("know3") if isinstance(ev.trace, dict) else None
         if isinstance(k3, dict) and "final_turn" in k3:
             turns.append(int(k3["final_turn"]))
+        row: dict[str, Any] = {"id": q.id, "retrieved": list(ids[:k])}
         if q.supporting_passage_ids:
             for kk in K_VALUES:
                 recalls[kk].append(recall_at_k(ids, q.supporting_passage_ids, kk))
+                row[f"recall@{kk}"] = round(recalls[kk][-1], 4)
         else:
             no_gold += 1
         if q.answers:
             answer_recall.append(answer_recall_at_k([sp.passage.text for sp in ev.passages], q.answers, 5))
+            row["answer_hit@5"] = bool(answer_recall[-1])
+        per_question.append(row)
     out: dict[str, Any] = {f"recall@{kk}": round(mean(v), 4) for kk, v in recalls.items()}
     out["answer_recall@5"] = round(mean(answer_recall), 4)
     out["latency_ms"] = {"p50": round(percentile(latencies, 50), 2), "p95": round(percentile(latencies, 95), 2)}
@@ -178,6 +189,7 @@ def evaluate_retriever(retriever: Retriever, dataset: Dataset, *, k: int = 5, pr
     if components:  # per-component latency (KG-Translator Table 9): mean ms over questions
         n = max(len(questions), 1)
         out["component_ms"] = {c: round(sum(v) / n, 2) for c, v in components.items()}
+    out["per_question"] = per_question
     return out
 
 
@@ -195,8 +207,13 @@ def run_bench(
     labels: str = "dataset",
     retriever_opts: Sequence[str] = (),
     kb_keep: float = 1.0,
+    slice_corpus: bool = False,
 ) -> dict[str, Any]:
     """Run ``retrievers`` on ``dataset``; write JSON to ``out`` (if given) and return it.
+
+    ``slice_corpus`` (with ``limit``) retrieves from the kept questions' candidate paragraphs only
+    (:func:`~kgrag_plugins.datasets.loaders.load_dataset`): a small, fixed slice of a benchmark
+    whose indexes build in seconds (what ``tests/test_headline_numbers.py`` recomputes).
 
     ``retriever_opts`` (``"translator.alpha=1,3,5"``) runs the named retriever once per
     combination of option values, reported as ``translator[alpha=1]`` ... (an α/β sweep in one run).
@@ -208,7 +225,7 @@ def run_bench(
     of the KB's triples kept, apply there)."""
     if not retrievers:
         raise ValueError("no retrievers given")
-    ds0 = load_dataset(dataset, data_dir=data_dir, limit=limit)
+    ds0 = load_dataset(dataset, data_dir=data_dir, limit=limit, slice_corpus=slice_corpus)
     if ds0.corpus is None and ds0.kb_path is not None:
         from .kgqa import TRAIN_PER_HOP, run_kgqa_bench
 
@@ -231,6 +248,7 @@ def run_bench(
         "dataset": ds.name,
         "n_questions": len(ds.questions),
         "corpus_size": len(index.passages),
+        "corpus": "the questions' candidate paragraphs" if slice_corpus else "whole split",
         "embedder": index.embedder.name,
         "index_path": str(index.path),
         "index_reused": reused,

@@ -206,6 +206,8 @@ def evaluate_kgqa(
         h = (hmin or {}).get(q.id)
         rows.append(
             {
+                "id": q.id,
+                "answer": str(answers[0]) if answers else None,
                 "hops": int(q.hops or 0),
                 "hits@1": hits_at_1(answers, q.answers),
                 "acc_raw": accuracy_raw(answers[0], q.answers) if answers else 0.0,
@@ -218,7 +220,10 @@ def evaluate_kgqa(
                 "source": ev.trace.get("answer_source"),
             }
         )
-    return _summarise(rows, routed=retriever.mode == "auto")
+    out = _summarise(rows, routed=retriever.mode == "auto")
+    # per-question rows, so any figure can be recomputed on any subset of the questions
+    out["per_question"] = [{"id": r["id"], "answer": r["answer"], "hits@1": r["hits@1"]} for r in rows]
+    return out
 
 
 def _summarise(rows: list[dict[str, Any]], routed: bool) -> dict[str, Any]:

@@ -179,6 +179,25 @@ def test_limit(data_dir: Path):
         load_dataset("popqa", data_dir, limit=-1)
 
 
+@pytest.mark.parametrize("name", ["musique", "2wikimultihopqa", "hotpotqa", "popqa"])
+def test_slice_corpus_is_the_kept_questions_candidates(data_dir: Path, name: str):
+    whole = load_dataset(name, data_dir, limit=10)
+    sliced = load_dataset(name, data_dir, limit=10, slice_corpus=True)
+    assert [q.id for q in sliced.questions] == [q.id for q in whole.questions]
+    want = {p for q in whole.questions for p in q.metadata["candidate_passage_ids"] + q.supporting_passage_ids}
+    assert {p.id for p in sliced.corpus} == want and len(want) < len(whole.corpus)
+    order = [p.id for p in whole.corpus if p.id in want]  # corpus order kept
+    assert [p.id for p in sliced.corpus] == order
+    assert sliced.corpus_hash() != whole.corpus_hash()  # a separate index cache entry
+
+
+def test_slice_corpus_needs_candidates_and_a_corpus(data_dir: Path):
+    with pytest.raises(ValueError, match="lists no candidate_passage_ids"):
+        load_dataset("sample", limit=3, slice_corpus=True)
+    with pytest.raises(ValueError, match="no passage corpus to slice"):
+        load_dataset("metaqa-1hop", data_dir, limit=3, slice_corpus=True)
+
+
 def test_default_data_dir_from_env(data_dir: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("KGRAG_DATA_DIR", str(data_dir))
     assert len(load_dataset("hotpotqa", limit=2).questions) == 2

@@ -72,6 +72,8 @@ def test_llm_specs(monkeypatch, tmp_path, capsys):
     assert "--llm 'telepathy'" in capsys.readouterr().err
     assert main(["bench", "--dataset", "sample", "--llm", "scripted"]) == 2  # --llm without --qa
     assert "apply to --qa only" in capsys.readouterr().err
+    assert main(["bench", "--dataset", "sample", "--qa", "--llm", "scripted", "--slice-corpus"]) == 2
+    assert "--slice-corpus applies to retrieval benchmarks, not --qa" in capsys.readouterr().err
     monkeypatch.delenv("KGRAG_LLM_MODEL", raising=False)
     with pytest.raises(ValueError, match="needs a model"):
         resolve_llm("http://127.0.0.1:9/v1")

@@ -30,7 +30,12 @@ def step_samples(sample_mentions_index):
     return samples(load_dataset("sample"), sample_mentions_index, N_SAMPLES)
 
 
-@pytest.mark.parametrize("name", list(STEPS))
+#: the default run covers each kind of constraint (chat JSON, choice, regex, Self-Ask's format); the
+#: other steps (the same constraint kinds, longer replies) run in ``make test-slow``
+HEAVY = {"reasoning", "decompose", "translator.decompose", "triple_selection"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in HEAVY else n for n in STEPS])
 def test_structured_step_replies_are_constrained_and_valid(name: str, llm: RecordingLLM, step_samples) -> None:
     for sample in step_samples:
         replies = run_step(name, llm, sample)
