@@ -55,6 +55,7 @@ import copy
 import json
 import logging
 import re
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -528,6 +529,8 @@ def train_generator_dpo(
         export_merged,
         load_causal_lm,
         lora_config,
+        loss_curve,
+        peak_rss_mb,
         qlora_quantization,
         resume_checkpoint,
         save_adapter,
@@ -583,10 +586,15 @@ def train_generator_dpo(
         peft_config=lora_config(model, r=lora_r, alpha=lora_alpha) if lora else None,
     )
     resume_from = resume_checkpoint(resume, out)
+    t0 = time.perf_counter()
     result = trainer.train(resume_from_checkpoint=resume_from)
+    train_s = time.perf_counter() - t0
     save_adapter(trainer, tokenizer, out, base_model)
     report: dict[str, Any] = {
         "pairs": len(rows),
+        "train_seconds": round(train_s, 1),
+        "peak_rss_mb": peak_rss_mb(),
+        "loss_curve": loss_curve(trainer),
         "model": str(out),
         "base_model": str(base_model),
         "adapter": "qlora" if qlora else "lora" if lora else None,

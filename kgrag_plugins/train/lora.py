@@ -135,6 +135,24 @@ def device_args(trainer_args: dict[str, Any]) -> dict[str, Any]:
     return dict(trainer_args)
 
 
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far, MB (``ru_maxrss``; Linux reports KiB)."""
+    import resource
+    import sys
+
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(rss / (1 << 20) if sys.platform == "darwin" else rss / 1024, 1)
+
+
+def loss_curve(trainer: Any) -> list[dict[str, float]]:
+    """``[{"step", "loss"}, ...]`` from a trainer's log history (one entry per ``logging_steps``)."""
+    return [
+        {"step": int(h["step"]), "loss": round(float(h["loss"]), 4)}
+        for h in getattr(trainer.state, "log_history", [])
+        if "loss" in h and "step" in h
+    ]
+
+
 def resume_checkpoint(resume: bool | str | Path | None, out_dir: str | Path) -> str | None:
     """What to pass to ``Trainer.train(resume_from_checkpoint=...)``: a given path as is; ``True``:
     the newest ``checkpoint-N`` under ``out_dir`` (``None``, logged, when there is none yet)."""

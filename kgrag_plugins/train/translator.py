@@ -51,6 +51,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -409,6 +410,34 @@ def build_sft_data(
     return examples, stats
 
 
+def _cached_sft_data(
+    data: Sequence[str], data_dir: str | Path | None, limit: int | None
+) -> tuple[list[SFTExample], dict[str, Any], dict[str, Any]]:
+    """:func:`build_sft_data` through the fingerprinted cache (:mod:`.sft_cache`): the shared halves
+    take tens of minutes to build on 2 cores, and a second run with the same inputs reuses them."""
+    from ..config import SPACY_MODEL
+    from ..config import data_dir as default_data_dir
+    from .sft_cache import cached_sft_data
+
+    names = [_canonical(d) for d in data]
+    root = Path(data_dir) if data_dir is not None else default_data_dir()
+    files = [root / n / f for n in names for f in ("questions.jsonl", "corpus.jsonl")]
+    for f in files:
+        if not f.is_file():
+            raise FileNotFoundError(f"{f} not found (set --data-dir or KGRAG_DATA_DIR)")
+    settings = {
+        "datasets": names,
+        "limit": limit,
+        "width": WINDOW_WORDS,
+        "placeholder": "",
+        "embedder": "sentence-transformers/all-MiniLM-L6-v2",
+        "spacy": SPACY_MODEL,
+    }
+    records, stats, reused = cached_sft_data(files, settings, lambda: build_sft_data(names, root, limit=limit))
+    examples = [SFTExample(**r) for r in records]
+    return examples, stats, {"fingerprint": stats["fingerprint"], "reused": reused}
+
+
 def _canonical(name: str) -> str:
     name = name.strip().lower()
     return "2wikimultihopqa" if name in ("2wiki", "2wikimqa") else name
@@ -518,18 +547,23 @@ def train_translator(
         raise ValueError("merge=True needs lora=True or qlora=True (a full fine-tune is already a plain model)")
     if qlora and not build_only:
         qlora_quantization()  # fail before the data is built when bitsandbytes / the GPU is missing
-    stats = None
+    stats: dict[str, Any] | None = None
+    cache: dict[str, Any] | None = None
+    t_data = time.perf_counter()
     if examples is None:
-        examples, stats = build_sft_data(data, data_dir, limit=limit)
+        examples, stats, cache = _cached_sft_data(data, data_dir, limit)
     examples = list(examples)
     data_path = save_sft_data(examples, out / "sft_data.jsonl")
     report: dict[str, Any] = {
         "data": str(data_path),
         "examples": len(examples),
+        "data_seconds": round(time.perf_counter() - t_data, 2),
         "sample": [{"prompt": e.prompt, "completion": e.completion, "source": e.source} for e in examples[:3]],
     }
+    if cache is not None:
+        report["data_cache"] = cache
     if stats is not None:
-        report.update(steps=stats.steps, duplicates=stats.duplicates, skipped=dict(stats.skipped))
+        report.update(steps=stats["steps"], duplicates=stats["duplicates"], skipped=dict(stats["skipped"]))
     logger.info("translator SFT data: %d pairs -> %s", len(examples), data_path)
     if not build_only:
         if not examples:
@@ -595,7 +629,7 @@ def _fit(
         raise ImportError(
             f"training the translator needs the train extra: pip install 'kgrag-plugins[train]' ({e})"
         ) from e
-    from .lora import device_args, load_causal_lm, lora_config, save_adapter
+    from .lora import device_args, load_causal_lm, lora_config, loss_curve, peak_rss_mb, save_adapter
 
     model, tokenizer = load_causal_lm(base_model, qlora=qlora)
     records, chat = _sft_records(examples, tokenizer)
@@ -627,10 +661,15 @@ def _fit(
         processing_class=tokenizer,
         peft_config=peft_config,
     )
+    t0 = time.perf_counter()
     result = trainer.train(resume_from_checkpoint=resume_from)
+    train_s = time.perf_counter() - t0
     save_adapter(trainer, tokenizer, out, base_model)
     logger.info("translator fine-tuned: %d steps, loss %.4f -> %s", result.global_step, result.training_loss, out)
     return {
+        "train_seconds": round(train_s, 1),
+        "peak_rss_mb": peak_rss_mb(),
+        "loss_curve": loss_curve(trainer),
         "model": str(out),
         "base_model": str(base_model),
         "adapter": "qlora" if qlora else "lora" if lora else None,
