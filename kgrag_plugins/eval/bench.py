@@ -77,6 +77,23 @@ RETRIEVERS: dict[str, tuple[Callable[[KnowledgeIndex], Retriever], tuple[str, ..
 DATASET_AWARE = {"sa-rag", "sa-rag-cap2000", "translator"}
 
 
+def _translator_llm(untuned: bool) -> Callable[..., Retriever]:
+    """KG-Translator with an LM clue translator (:mod:`.translator_llm`; loaded on first use)."""
+
+    def factory(index: KnowledgeIndex, dataset: str | None = None, **opts: Any) -> Retriever:
+        from . import translator_llm as T
+
+        return (T.translator_llm_untuned if untuned else T.translator_llm)(index, dataset, **opts)
+
+    return factory
+
+
+# the fine-tuned clue translator (model=DIR) and the base model untuned, constrained to the ParseKG by default
+for _name, _untuned in (("translator-llm", False), ("translator-llm-untuned", True)):
+    RETRIEVERS[_name] = (_translator_llm(_untuned), ("embed_passages_s", "chroma_s", "graph_s"), "parsekg")
+    DATASET_AWARE.add(_name)
+
+
 def _know3_factory(base: str) -> Callable[..., Retriever]:
     """Know³-RAG's LLM-free loop (KG-verified retrieval, METHODS.md §5(e)) around ``base``; the
     KGE of the index graph is loaded or trained on first use (``prepare``)."""
@@ -93,7 +110,7 @@ def _know3_factory(base: str) -> Callable[..., Retriever]:
 
 # ``know3`` wraps activation; ``know3:<base>`` any corpus retriever above (the verifier needs a graph:
 # bases without one read the ``mentions`` index, which holds the same passages and vectors).
-for _base in list(RETRIEVERS):
+for _base in [r for r in RETRIEVERS if not r.startswith("translator-llm")]:  # (an LM translator: no wrapper)
     _parts, _builder = RETRIEVERS[_base][1], RETRIEVERS[_base][2] or "mentions"
     _parts = _parts + (("graph_s",) if "graph_s" not in _parts else ())
     RETRIEVERS[f"know3:{_base}"] = (_know3_factory(_base), _parts, _builder)
@@ -276,7 +293,15 @@ def run_bench(
             prepare = getattr(retriever, "prepare", None)
             prepared = prepare() if callable(prepare) else None  # one-off derived indexes
             init_s = time.perf_counter() - t_init
-            result = evaluate_retriever(retriever, ds, progress=progress)
+            try:
+                result = evaluate_retriever(retriever, ds, progress=progress)
+                extras = getattr(retriever, "bench_extras", None)  # e.g. translator-llm's kg_valid_share
+                if callable(extras):
+                    result.update(extras())
+            finally:
+                close = getattr(retriever, "close", None)  # a managed server (translator-llm backend=vllm)
+                if callable(close):
+                    close()
             # Build cost of the index parts this retriever reads, measured when the index was built.
             result["index_seconds"] = round(sum(float(timings.get(p, 0.0)) for p in parts), 2)
             if prepared:

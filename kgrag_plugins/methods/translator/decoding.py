@@ -270,12 +270,18 @@ class HFConstrainedBackend:
             else iter(())
         )
         out: list[list[str]] = []
-        for has in keep:
+        for (_q, ent), has in zip(items, keep):
             if not has:
                 out.append([])
                 continue
-            spans = [self._decode(g).split("\n")[0].strip() for g, _s in next(results)]
-            out.append([s for s in dict.fromkeys(spans) if s])
+            # A byte-level BPE token may hold part of a multi-byte character ("–" is 3 bytes): a token
+            # span can then end mid-character and decode to U+FFFD. Trim those and keep a constrained
+            # span only when its text is a substring of a hyperrelation (Eq. 6 on text, not tokens).
+            spans = [self._decode(g).split("\n")[0].strip().strip("\ufffd").strip() for g, _s in next(results)]
+            spans = [s for s in dict.fromkeys(spans) if s]
+            if self.constrained:
+                spans = [s for s in spans if self.constraints.is_valid(ent, s, direction)]
+            out.append(spans)
         return out
 
     def entities(self, question: str, alpha: int, direction: Direction = "forward") -> list[str]:
