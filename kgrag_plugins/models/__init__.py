@@ -1,7 +1,7 @@
 """Model back-ends behind small protocols: embedders and LLM clients (no framework imports; the
 LangChain / LlamaIndex adapters are in :mod:`kgrag_plugins.integrations`)."""
 
-from .embed import Embedder, OpenAICompatibleEmbedder, SentenceTransformerEmbedder, default_embedder
+from .embed import Embedder, OpenAICompatibleEmbedder, SentenceTransformerEmbedder, as_embedder, default_embedder
 from .llm import (
     LLM,
     LLMError,
@@ -24,6 +24,7 @@ __all__ = [
     "OpenAICompatibleLLM",
     "ScriptedLLM",
     "SentenceTransformerEmbedder",
+    "as_embedder",
     "as_llm",
     "default_embedder",
 ]
