@@ -55,6 +55,8 @@ def _reports(source: Path) -> list[tuple[str, dict]]:
         if isinstance(data, dict) and isinstance(data.get("results"), dict) and data.get("dataset"):
             if data.get("corpus", "whole split") != "whole split":
                 continue  # a sliced corpus (kgrag bench --slice-corpus): its own section, see _slice_tables
+            if path.name.startswith("translator-llm-"):
+                continue  # LM translators on a question subset: their own section, see _translator_llm_tables
             out.append((path.name, data))
     return out
 
@@ -81,6 +83,30 @@ def _slice_tables(source: Path) -> list[str]:
             delta = "" if dense is None or name == "dense" else f"{(r['recall@5'] - dense) * 100:+.1f}"
             lines.append(
                 f"| {name} | {_fmt(r['recall@2'])} | {_fmt(r['recall@5'])} | {delta} | {_fmt(r['answer_recall@5'])} |"
+            )
+        lines.append("")
+    return lines
+
+
+def _translator_llm_tables(source: Path) -> list[str]:
+    """KG-Translator with an LM clue translator (``translator-llm``, docs/translator.md)."""
+    lines: list[str] = []
+    for path in sorted(source.glob("translator-llm-*.json")):
+        rep = json.loads(path.read_text())
+        dense = rep["results"].get("dense", {}).get("recall@5")
+        lines += [
+            f"## translator-llm: {rep['dataset']}, first {rep['n_questions']} questions, whole corpus ({path.name})",
+            "",
+            "| retriever | R@2 | R@5 | Δ R@5 vs dense | KG-valid share | decode p50 / p95 ms | p50 ms |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for name, r in rep["results"].items():
+            delta = "" if dense is None or name == "dense" else f"{(r['recall@5'] - dense) * 100:+.1f}"
+            dec = r.get("decode_ms") or {}
+            dec_s = f"{dec['p50']:.0f} / {dec['p95']:.0f}" if dec else ""
+            lines.append(
+                f"| {name} | {_fmt(r['recall@2'])} | {_fmt(r['recall@5'])} | {delta} | "
+                f"{_fmt(r.get('kg_valid_share'))} | {dec_s} | {r['latency_ms']['p50']:.0f} |"
             )
         lines.append("")
     return lines
@@ -219,7 +245,14 @@ def _loo_tables(source: Path) -> list[str]:
 
 def build(source: Path = SOURCE) -> str:
     reports = _reports(source)
-    body = [HEADER, *_retrieval_tables(reports), *_loo_tables(source), *_kgqa_tables(reports), *_slice_tables(source)]
+    body = [
+        HEADER,
+        *_retrieval_tables(reports),
+        *_loo_tables(source),
+        *_kgqa_tables(reports),
+        *_translator_llm_tables(source),
+        *_slice_tables(source),
+    ]
     return "\n".join(body).rstrip() + "\n"
 
 

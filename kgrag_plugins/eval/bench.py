@@ -161,6 +161,9 @@ def evaluate_retriever(retriever: Retriever, dataset: Dataset, *, k: int = 5, pr
     questions = dataset.questions
     if questions:
         retriever.retrieve(questions[0].question, k)  # warm-up (lazy loads, caches)
+        reset = getattr(retriever, "bench_reset", None)  # counters that must not include the warm-up
+        if callable(reset):
+            reset()
     recalls: dict[int, list[float]] = {kk: [] for kk in K_VALUES}
     answer_recall: list[float] = []
     latencies: list[float] = []

@@ -451,8 +451,14 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "bench-scale", help="scale benchmarks: --kg (a Wikidata5M-size KG, memory-mapped), --corpus (100k passages)"
     )
-    p.add_argument("--kg", action="store_true", help="the large-KG benchmark: a synthetic Wikidata5M-size KG (docs/scale.md)")
-    p.add_argument("--corpus", action="store_true", help="the large-corpus benchmark: synthetic passages from the shared corpora (docs/scale.md)")
+    p.add_argument(
+        "--kg", action="store_true", help="the large-KG benchmark: a synthetic Wikidata5M-size KG (docs/scale.md)"
+    )
+    p.add_argument(
+        "--corpus",
+        action="store_true",
+        help="the large-corpus benchmark: synthetic passages from the shared corpora (docs/scale.md)",
+    )
     p.add_argument("--out-dir", type=Path, required=True, help="generated files and DIR/index (keep under /tmp)")
     p.add_argument("--json", type=Path, default=None, help="write the result JSON here")
     p.add_argument("--markdown", type=Path, default=None, help="write the table here (default: JSON path .md)")

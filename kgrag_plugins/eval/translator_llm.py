@@ -70,6 +70,11 @@ class KGValidityMeter:
         self.relations_valid += sum(1 for r in rels if self.constraints.is_valid(entity, r, direction))
         return rels
 
+    def reset(self) -> None:
+        """Forget what was counted (the bench calls it after its warm-up question)."""
+        self.entities_emitted = self.entities_valid = self.relations_emitted = self.relations_valid = 0
+        self._ms, self._question = [], None
+
     def report(self) -> dict[str, Any]:
         emitted = self.entities_emitted + self.relations_emitted
         valid = self.entities_valid + self.relations_valid
@@ -130,6 +135,7 @@ def _build(index: Any, dataset: str | None, model: Any, constrained: Any, backen
     retriever = TranslatorRetriever(index, backend=meter, dataset=dataset, **opts)
     retriever.name = name
     retriever.bench_extras = meter.report  # merged into the bench row by run_bench
+    retriever.bench_reset = meter.reset  # after the bench's warm-up question
     if close is not None:
         retriever.close = close
     return retriever
