@@ -84,6 +84,18 @@ def _kg_infused_expansion(llm: Any, s: Sample) -> Any:
     return KGInfusedRetriever(s.index, llm=llm, rounds=1).expand_query(s.question, summary)
 
 
+def _kg_infused_augment(llm: Any, s: Sample) -> Any:
+    from ..methods.kg_infused import KGInfusedRetriever
+    from ..models.llm import LLMError
+
+    note = " ".join(_texts(s))[:600]  # a stand-in for the note (Eq. 10's input)
+    summary = "; ".join(t.split(".")[0] for t in _texts(s))[:300]
+    try:
+        return KGInfusedRetriever(s.index, llm=llm, rounds=1).augment(s.question, note, summary)
+    except LLMError:  # the reply stayed invalid (recorded as such)
+        return None
+
+
 def _sa_reasoning(llm: Any, s: Sample) -> Any:
     from ..methods.sa_rag.cot import SARAGCoT
 
@@ -179,6 +191,7 @@ def _translator(llm: Any, s: Sample) -> Any:
 STEPS: dict[str, Callable[[Any, Sample], Any]] = {
     "triple_selection": _kg_infused_selection,
     "query_expansion": _kg_infused_expansion,
+    "augment": _kg_infused_augment,
     "reasoning": _sa_reasoning,
     "answer": _sa_answer,
     "self_ask": _self_ask,

@@ -24,7 +24,7 @@ from kgrag_plugins.methods.sa_rag.prompts import ANSWER_SCHEMA, REASONING_SCHEMA
 from kgrag_plugins.methods.translator.prompts import NEXT_QUERY_SCHEMA, parse_next_query
 from kgrag_plugins.models.llm import ScriptedLLM
 from kgrag_plugins.models.replies import InvalidReply, check_text, complete_validated, first_line
-from kgrag_plugins.models.structured import OutputSchema, literal_regex, one_of_regex, phrase_regex
+from kgrag_plugins.models.structured import OutputSchema, literal_regex, one_of_regex, phrase_regex, prose_regex
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -136,6 +136,28 @@ def test_literal_and_phrase_regexes() -> None:
     assert re.fullmatch(one_of_regex(["a|b", "c"], repeat=True), "a|b\nc\na|b")
     assert re.fullmatch(phrase_regex(5), "Ab c.") and not re.fullmatch(phrase_regex(5), "Ab cde")
     assert check_text("Zürich (city)", single_line=True)
+
+
+def test_prose_regex_allows_notes_and_refuses_markup() -> None:
+    """The note / summary / rewrite schema: SmolLM2-135M's ``<pre><code>`` loops cannot match."""
+    rx = prose_regex()
+    note = 'Marie Curie was born in Warsaw (1867).\nShe said: "radium!" – twice; 100% sure.'
+    assert re.fullmatch(rx, note)
+    for bad in ["<pre><code>", "The original passage is:\n<pre><code>", '{"note": "x"}', "`x`", "\nText", ""]:
+        assert not re.fullmatch(rx, bad), bad
+
+
+def test_kg_infused_prose_steps_pass_their_schemas(sample_mentions_index) -> None:
+    from kgrag_plugins.methods.kg_infused import KGInfusedRetriever
+
+    llm = SchemaLLM(["Curie was born in Warsaw.", "Curie, born in Warsaw, studied in Paris."])
+    kgi = KGInfusedRetriever(sample_mentions_index, llm=llm, rounds=1)
+    assert kgi.write_note("Where was Curie born?", []) == "Curie was born in Warsaw."
+    assert kgi.augment("Where was Curie born?", "Curie was born in Warsaw.", "Curie studied in Paris.")
+    assert llm.schemas == [KP.PROSE_SCHEMAS["write_note"], KP.PROSE_SCHEMAS["augment"]]
+    assert llm.budgets == [KP.MAX_TOKENS["write_note"], KP.MAX_TOKENS["augment"]]
+    for step, schema in KP.PROSE_SCHEMAS.items():
+        assert schema.regex == prose_regex() and schema.max_tokens == KP.MAX_TOKENS[step]
 
 
 # --------------------------------------------------------------------------- schemas reach the LLM

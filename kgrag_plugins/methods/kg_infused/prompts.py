@@ -35,7 +35,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from ...models.prompting import DATA_NOTICE, DataPrompt, escape_data
-from ...models.structured import OutputSchema, one_of_regex, phrase_regex, regex_schema
+from ...models.structured import OutputSchema, one_of_regex, phrase_regex, prose_regex, regex_schema
 
 __all__ = [
     "ANSWER_WITHOUT_RETRIEVAL",
@@ -269,6 +269,14 @@ NONE_SELECTED = "None"
 QUERY_EXPANSION_SCHEMA: OutputSchema = regex_schema(
     "kg_infused_query", phrase_regex(), max_tokens=MAX_TOKENS["query_expansion"]
 )
+
+
+#: Tables 11/14/16's replies (note, triples summary, rewritten passage): prose that opens with a
+#: letter or digit and holds no markup, code or JSON characters, bounded by each step's tokens.
+PROSE_SCHEMAS: dict[str, OutputSchema] = {
+    step: regex_schema(f"kg_infused_{step}", prose_regex(), max_tokens=MAX_TOKENS[step])
+    for step in ("summary", "write_note", "augment")
+}
 
 
 def selection_schema(candidates: Iterable[str]) -> OutputSchema:

@@ -441,7 +441,13 @@ class KGInfusedRetriever(Retriever):
         prompt = self._prompt("triples_summary").format(
             question=question, selected_triples=P.format_triples(self._triple_fields(ti) for ti in memory.triples)
         )
-        out = self._complete(prompt, _text_validator(self._prompt("triples_summary")), "summary", _errors_of(memory))
+        out = self._complete(
+            prompt,
+            _text_validator(self._prompt("triples_summary")),
+            "summary",
+            _errors_of(memory),
+            schema=P.PROSE_SCHEMAS["summary"],
+        )
         return out if out is not None else self._template_summary(memory)
 
     # ------------------------------------------------------------------ step 4: query expansion
@@ -561,7 +567,7 @@ class KGInfusedRetriever(Retriever):
         call failed, :class:`~kgrag_plugins.models.replies.RepliesStayedInvalid` (an ``LLMError``)
         when the reply stayed invalid, so callers take their LLM-free path."""
         errors: list[dict[str, Any]] = []
-        out = self._complete(prompt, _text_validator(template), step, errors)
+        out = self._complete(prompt, _text_validator(template), step, errors, schema=P.PROSE_SCHEMAS.get(step))
         if out is None:
             last = errors[-1] if errors else {"kind": "invalid_reply", "error": "no valid reply"}
             if last["kind"] == "llm_error":
