@@ -1,4 +1,4 @@
-"""FRAG (hop-aware path retrieval, METHODS.md §2) as a LangGraph graph, offline, on a tiny movie KG.
+"""FRAG (hop-aware path retrieval, docs/methods.md §2) as a LangGraph graph, offline, on a tiny movie KG.
 
 Run: python examples/langgraph_frag.py   (set KGRAG_LLM_BASE_URL / KGRAG_LLM_MODEL to also generate)
 """

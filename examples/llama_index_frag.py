@@ -1,4 +1,4 @@
-"""FRAG (hop-aware path retrieval, METHODS.md §2) as a LlamaIndex retriever, offline, on a tiny movie KG.
+"""FRAG (hop-aware path retrieval, docs/methods.md §2) as a LlamaIndex retriever, offline, on a tiny movie KG.
 
 Run: python examples/llama_index_frag.py
 """

@@ -4,7 +4,7 @@
   the bundled sample corpus indexed once with the LLM-free ``parsekg`` builder (entities, mentions
   triples and KG-Translator's ParseKG, so every method graph runs on it) into
   ``$KGRAG_CACHE_DIR/graphs/sample-<hash>`` and reopened from there afterwards.
-* LLM: ``None`` (every graph's LLM-free path, METHODS.md (e)) unless ``KGRAG_LLM_BASE_URL`` is set,
+* LLM: ``None`` (every graph's LLM-free path: the "(e)" parts of docs/methods.md) unless ``KGRAG_LLM_BASE_URL`` is set,
   then :meth:`OpenAICompatibleLLM.from_env` (``KGRAG_LLM_MODEL``, ``KGRAG_LLM_API_KEY``, ...).
 
 Nothing is loaded at import time: each module's ``build_graph()`` (sync, for scripts) and ``graph``

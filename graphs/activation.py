@@ -1,5 +1,6 @@
-"""Spreading-activation retrieval (METHODS.md §1/§3: the engine KG-Infused RAG and SA-RAG share) as a
-LangGraph app: ``retrieve`` (passages + activated facts) ``-> [generate]``."""
+"""The LLM-free ``activation`` retriever (docs/methods.md §10: personalized PageRank over entities and
+passages, the project's spreading activation) as a LangGraph app: ``retrieve`` (passages + activated
+facts) ``-> [generate]``."""
 
 from __future__ import annotations
 

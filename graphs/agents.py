@@ -1,4 +1,4 @@
-"""The agent baselines of :mod:`kgrag_plugins.agents` (METHODS.md §6) as LangGraph apps, one factory
+"""The agent baselines of :mod:`kgrag_plugins.agents` (docs/methods.md §6) as LangGraph apps, one factory
 per registered agent: Self-Ask, CoT iterative retrieval, decomposition, FRAG's front door, Self-RAG,
 and the variants with a KG plug-in inserted where the papers insert it (``+kg-infused``: KG-Infused
 RAG's activation; ``sa-rag+cot``: SA-RAG's retriever). The retrieve step is the index's dense

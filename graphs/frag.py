@@ -1,4 +1,4 @@
-"""FRAG (METHODS.md §2, paper ``frag``) as a LangGraph app: the hop router sends a question to BFS
+"""FRAG (docs/methods.md §2, paper ``frag``) as a LangGraph app: the hop router sends a question to BFS
 (simple) or shortest-path (complex) path retrieval; ``answers`` holds the LLM-free candidates."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""KG-Infused RAG (METHODS.md §1, paper ``kg_infused``) as a LangGraph app: spreading activation over
+"""KG-Infused RAG (docs/methods.md §1, paper ``kg_infused``) as a LangGraph app: spreading activation over
 the KG, query expansion, dual retrieval, KG-augmented notes (LLM steps fall back to templates)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Know³-RAG (METHODS.md §5, paper ``know3``) as a LangGraph app: retrieve -> [generate] -> KGE
+"""Know³-RAG (docs/methods.md §5, paper ``know3``) as a LangGraph app: retrieve -> [generate] -> KGE
 verifier -> retrieve again with a KG-enhanced query while the answer's triples score as unreliable
 (LLM-free: the verifier checks the retrieved passages; the KGE is trained on first use)."""
 

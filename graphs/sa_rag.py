@@ -1,4 +1,4 @@
-"""SA-RAG (METHODS.md §3, paper ``sa_rag``) as a LangGraph app: spreading-activation retrieval with
+"""SA-RAG (docs/methods.md §4 and §6.3, paper ``sa_rag``) as a LangGraph app: spreading-activation retrieval with
 the CoT reason/retrieve loop (LLM-free: one activation retrieval, no reasoning steps)."""
 
 from __future__ import annotations

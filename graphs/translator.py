@@ -1,4 +1,4 @@
-"""KG-Translator (METHODS.md §4, paper ``translator``) as a LangGraph app: the question translated
+"""KG-Translator (docs/methods.md §3, paper ``translator``) as a LangGraph app: the question translated
 into (entity, relation) clues constrained to the ParseKG, traced to passages (LLM-free: embedding-
 constrained translation)."""
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .cli_common import HelpFormatter, deprecated_index, use_formatter
 from .config import setup_offline_env
 from .models.llm import LLMError
 
@@ -20,7 +21,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         return 0
     from .demo import run_demo
 
-    run_demo(sys.stdout, index_dir=args.index_dir, k=args.k)
+    index = deprecated_index(args.index, args.index_dir, command="demo", old_form="--index-dir", required=False)
+    run_demo(sys.stdout, index_dir=index, k=args.k, verbose=args.verbose)
     return 0
 
 
@@ -160,7 +162,8 @@ def _cmd_show_graph(args: argparse.Namespace) -> int:
     from .explain.draw import draw_neighbourhood
     from .index.store import KnowledgeIndex
 
-    index = KnowledgeIndex.open(args.index)
+    path = deprecated_index(args.index, args.legacy_index, command="show-graph", old_form="the positional INDEX")
+    index = KnowledgeIndex.open(path)
     info = draw_neighbourhood(index.graph, args.entity, args.out, hops=args.hops, max_nodes=args.max_nodes)
     print(json.dumps(info, indent=2, ensure_ascii=False))
     return 0
@@ -189,6 +192,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     from .eval.bench import RETRIEVERS
     from .index.store import KnowledgeIndex
 
+    llm = _ask_llm() if args.generate else None  # fail fast: before opening the index or retrieving
     index = KnowledgeIndex.open(args.index)
     if not len(index.passages) and args.retriever != "frag":
         raise ValueError(
@@ -206,35 +210,60 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(ev.to_dict(), indent=2, ensure_ascii=False))
         return 0
+    if ev.passages or ev.facts:
+        _print_ask_header(args.retriever, ev)
     for sp in ev.passages:
         print(f"{sp.score:8.4f}  [{sp.passage.id}] {sp.passage.title}: {sp.passage.text[:160]}")
     for f in ev.facts:
-        print(f"  {f.kind} {f.score:6.3f}  {f.text[:160]}")
+        print(f"  {f.kind} {f.score:6.3f}  {f.display[:160]}")
     if ev.trace.get("answers"):
         print("answers:", ", ".join(ev.trace["answers"][: args.k]))
     if not ev.passages and not ev.facts:
         why = ev.trace.get("error") or ev.trace.get("reason") or ev.trace.get("note") or "nothing matched the question"
         print(f"kgrag ask: no evidence from --retriever {args.retriever}: {why}", file=sys.stderr)
         return 1
-    if args.generate:
-        return _generate(args, ev)
+    if llm is not None:
+        return _generate(args, ev, llm)
     return 0
 
 
-def _generate(args: argparse.Namespace, ev: Any) -> int:
+def _ask_llm() -> Any:
+    """The LLM ``ask --generate`` answers with (``KGRAG_LLM_BASE_URL``, ``KGRAG_LLM_MODEL``),
+    resolved before anything is retrieved; without one a ``ValueError`` naming what to set (exit 2)."""
+    from .config import env
+    from .models.llm import OpenAICompatibleLLM
+
+    missing = [f"KGRAG_{name}" for name in ("LLM_BASE_URL", "LLM_MODEL") if not env(name)]
+    if missing:
+        raise ValueError(
+            f"--generate needs an LLM, and {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set: "
+            "set KGRAG_LLM_BASE_URL to an OpenAI-compatible endpoint (e.g. http://localhost:8000/v1) and "
+            "KGRAG_LLM_MODEL to its model name, or leave out --generate"
+        )
+    return OpenAICompatibleLLM.from_env()
+
+
+def _print_ask_header(name: str, ev: Any) -> None:
+    """``ask``'s first lines: the retriever and what its scores are, then any fallback it took."""
+    counts = f"{len(ev.passages)} passage(s), {len(ev.facts)} fact(s)"
+    print(f"retriever: {name}  {counts}  scores: {ev.score_kind or 'retriever score'}, higher is better")
+    if ev.fallback:
+        print(f"note: {ev.fallback}")
+
+
+def _generate(args: argparse.Namespace, ev: Any, llm: Any) -> int:
     """``ask --generate``: the LLM's answer; on a dead / hanging endpoint (one deadline,
     ``KGRAG_LLM_DEADLINE``) or an invalid reply, the LLM-free answer if there is one, one line on
     stderr, exit 1."""
     import logging
 
     from .methods.answer import generate_answer
-    from .models.llm import OpenAICompatibleLLM
 
     quiet = logging.NullHandler()  # the one stderr line below says it; no logging noise
     log = logging.getLogger("kgrag_plugins.models.replies")
     log.addHandler(quiet)
     try:
-        ans = generate_answer(OpenAICompatibleLLM.from_env(), args.question, ev)
+        ans = generate_answer(llm, args.question, ev)
     finally:
         log.removeHandler(quiet)
     if not ans.metadata.get("fallback"):
@@ -247,6 +276,14 @@ def _generate(args: argparse.Namespace, ev: Any) -> int:
     return 1
 
 
+def _retriever_name(text: str) -> str:
+    """``--retriever``'s type: the registered spelling (``kg_infused`` -> ``kg-infused``)."""
+    from .eval.bench import RETRIEVERS
+    from .names import resolve_name
+
+    return resolve_name(text, RETRIEVERS)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .eval.bench import RETRIEVERS
     from .eval.kgqa import KGQA_RETRIEVERS, TRAIN_PER_HOP
@@ -255,8 +292,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser("demo", help="index the bundled sample corpus and answer its questions (offline)")
-    d.add_argument("--index-dir", type=Path, default=None, help="keep the demo index here (default: a temp dir)")
+    d.add_argument(
+        "--index", type=Path, default=None, metavar="DIR", help="keep the demo index in DIR (default: a temp dir)"
+    )
+    d.add_argument("--index-dir", type=Path, default=None, help=argparse.SUPPRESS)  # deprecated: --index
     d.add_argument("-k", type=int, default=3, help="passages shown per retriever")
+    d.add_argument(
+        "--verbose",
+        action="store_true",
+        help="print every sample question's evidence and FRAG's paths (default: two questions, one screen)",
+    )
     d.add_argument(
         "--llm",
         default=None,
@@ -272,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--retrievers",
         default=None,
         help=f"comma list of: {', '.join(RETRIEVERS)}; KGQA datasets (metaqa): {', '.join(KGQA_RETRIEVERS)} "
-        "(default: dense,bm25,hybrid)",
+        "('-' and '_' alike; default: dense,bm25,hybrid)",
     )
     b.add_argument(
         "--qa", action="store_true", help="end-to-end QA (EM/F1/Acc) of the papers' systems with an LLM (docs/qa.md)"
@@ -291,7 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_int_list,
         default=[1],
         metavar="N[,N]",
-        help="--qa: questions of one system in flight at once; several values (1,8) give one row each",
+        help="--qa: questions of one system in flight at once; several values (1,8) give one row each (default: 1)",
     )
     b.add_argument(
         "--journal",
@@ -307,7 +352,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=2,
         metavar="N",
         help="--qa: reruns of a question whose LLM was unavailable / timed out (after the cool-down) "
-        "before the run stops (default 2)",
+        "before the run stops",
     )
     b.add_argument("--llm-model", default=None, help="--qa with --llm URL: model name (default: $KGRAG_LLM_MODEL)")
     b.add_argument(
@@ -319,7 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
         "default: all but vanilla-rag:RETRIEVER",
     )
     b.add_argument(
-        "--data-dir", type=Path, default=None, help="benchmark data (default: $KGRAG_DATA_DIR or ../shared/data)"
+        "--data-dir", type=Path, default=None, help="benchmark data (default: $KGRAG_DATA_DIR or ~/.cache/kgrag/data)"
     )
     b.add_argument("--limit", type=int, default=None, help="first N questions only")
     b.add_argument(
@@ -370,44 +415,60 @@ def build_parser() -> argparse.ArgumentParser:
         help="build a graph from the corpus: mentions/parsekg (spaCy, no LLM) or llm ($KGRAG_LLM_BASE_URL)",
     )
     i.add_argument("--kg", type=Path, default=None, help="import a curated KG file (or Wikidata5M directory)")
-    i.add_argument("--format", choices=["metaqa", "tsv", "openie", "wikidata5m"], default=None)
+    i.add_argument(
+        "--format", choices=["metaqa", "tsv", "openie", "wikidata5m"], default=None, help="the --kg file's format"
+    )
     i.add_argument(
         "--on-error", choices=["skip", "raise"], default="skip", help="bad KG lines: skip and count, or stop"
     )
     i.add_argument("--entity-vectors", action="store_true", help="embed entities now (default: on first use)")
-    i.add_argument("--out", type=Path, required=True)
+    i.add_argument(
+        "--out", "--index", dest="out", type=Path, required=True, metavar="DIR", help="the index directory to write"
+    )
     i.add_argument("--engine", choices=["local", "ray"], default="local", help="ray: on Ray (extra 'ray', docs/ray.md)")
     i.add_argument("--address", help="--engine ray: Ray cluster address (default: start a local Ray)")
-    i.add_argument("--partitions", type=int, help="--engine ray: Ray Data blocks (default 2 x CPUs)")
+    i.add_argument("--partitions", type=int, help="--engine ray: Ray Data blocks (default: 2 x CPUs)")
     i.add_argument("--num-cpus", type=int, help="--engine ray: CPUs of the local Ray (default: all)")
     i.set_defaults(func=_cmd_index)
 
     g = sub.add_parser("show-graph", help="draw an entity's neighbourhood from a saved index (PNG or HTML)")
-    g.add_argument("index", type=Path)
+    g.add_argument("--index", type=Path, default=None, metavar="DIR", help="the saved index (required)")
+    g.add_argument("legacy_index", nargs="?", type=Path, default=None, help=argparse.SUPPRESS)  # deprecated: --index
     g.add_argument("--entity", required=True, help="entity name (or id)")
-    g.add_argument("--hops", type=int, default=2)
-    g.add_argument("--max-nodes", type=int, default=60)
+    g.add_argument("--hops", type=int, default=2, help="neighbourhood radius in hops")
+    g.add_argument("--max-nodes", type=int, default=60, help="most entities drawn (the closest kept)")
     g.add_argument("--out", type=Path, required=True, help="FILE.png or FILE.html")
     g.set_defaults(func=_cmd_show_graph)
 
     lq = sub.add_parser("linking", help="gold-title reachability of a dataset's questions in a built graph")
     lq.add_argument("--dataset", required=True, help="comma list, e.g. musique,hotpotqa,2wikimultihopqa")
-    lq.add_argument("--builder", choices=["mentions", "parsekg"], default="mentions")
-    lq.add_argument("--hops", type=int, default=2)
-    lq.add_argument("--limit", type=int, default=None)
-    lq.add_argument("--data-dir", type=Path, default=None)
-    lq.add_argument("--cache-dir", type=Path, default=None)
-    lq.add_argument("--out", type=Path, default=None)
+    lq.add_argument("--builder", choices=["mentions", "parsekg"], default="mentions", help="the graph builder")
+    lq.add_argument("--hops", type=int, default=2, help="hops from the question's entities a gold title may be")
+    lq.add_argument("--limit", type=int, default=None, help="first N questions only")
+    lq.add_argument(
+        "--data-dir", type=Path, default=None, help="benchmark data (default: $KGRAG_DATA_DIR or ~/.cache/kgrag/data)"
+    )
+    lq.add_argument(
+        "--cache-dir", type=Path, default=None, help="index cache (default: $KGRAG_CACHE_DIR or .kgrag_cache)"
+    )
+    lq.add_argument("--out", type=Path, default=None, help="write the JSON report here")
     lq.set_defaults(func=_cmd_linking)
 
     a = sub.add_parser("ask", help="retrieve evidence for a question from a saved index")
-    a.add_argument("--index", type=Path, required=True)
-    a.add_argument("--retriever", default="hybrid", choices=sorted(RETRIEVERS))
-    a.add_argument("-k", type=int, default=5)
+    a.add_argument("--index", type=Path, required=True, metavar="DIR", help="the saved index")
+    a.add_argument(
+        "--retriever",
+        default="hybrid",
+        type=_retriever_name,
+        choices=sorted(RETRIEVERS),
+        metavar="RETRIEVER",
+        help=f"the retrieval method, one of: {', '.join(sorted(RETRIEVERS))} ('-' and '_' alike)",
+    )
+    a.add_argument("-k", type=int, default=5, help="passages (and facts) to retrieve")
     a.add_argument("--json", action="store_true", help="print the Evidence as JSON")
     a.add_argument("--draw", type=Path, default=None, help="draw the activated subgraph (FILE.png or FILE.html)")
     a.add_argument("--generate", action="store_true", help="also answer with the LLM at $KGRAG_LLM_BASE_URL")
-    a.add_argument("question")
+    a.add_argument("question", help="the question (quote it)")
     a.set_defaults(func=_cmd_ask)
 
     from .cli_train import add_train_parser
@@ -421,6 +482,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .eval.bench_scale import add_parser as add_bench_scale
 
     add_bench_scale(sub)
+    use_formatter(p, HelpFormatter)  # every command's help shows its defaults
     return p
 
 

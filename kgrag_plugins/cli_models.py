@@ -30,7 +30,7 @@ def _cmd_models(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve_llm(args: argparse.Namespace) -> int:
-    """``vllm serve MODEL`` until Ctrl-C (issue 18; docs/vllm.md)."""
+    """``vllm serve MODEL`` until Ctrl-C (docs/vllm.md)."""
     import time
 
     from .models.vllm import VLLMServer, VLLMStartupError
@@ -71,7 +71,11 @@ def _cmd_serve_llm(args: argparse.Namespace) -> int:
 def add_model_parsers(sub: Any) -> None:
     """Register ``models`` and ``serve-llm`` on the ``kgrag`` sub-command parser."""
     m = sub.add_parser("models", help="local models: list the known ones, convert one (prepare), print its folder")
-    m.add_argument("action", choices=["list", "prepare", "path"])
+    m.add_argument(
+        "action",
+        choices=["list", "prepare", "path"],
+        help="list: the known models and where they are; prepare: convert one for local use; path: print its folder",
+    )
     m.add_argument("ref", nargs="?", default=None, help="a known name (smollm2) or a .gguf file")
     m.add_argument("--force", action="store_true", help="prepare: convert again even when already prepared")
     m.set_defaults(func=_cmd_models)
@@ -80,10 +84,10 @@ def add_model_parsers(sub: Any) -> None:
     v.add_argument(
         "model", help="a known name (smollm2), a model directory, a .gguf file or a hub id (offline: not a hub id)"
     )
-    v.add_argument("--host", default="127.0.0.1")
+    v.add_argument("--host", default="127.0.0.1", help="address the server listens on")
     v.add_argument("--port", type=int, default=None, help="default: a free port")
     v.add_argument("--lora", action="append", metavar="NAME=PATH", help="LoRA adapter to serve (repeatable)")
-    v.add_argument("--max-lora-rank", type=int, default=None, help="vLLM's --max-lora-rank (default 16)")
+    v.add_argument("--max-lora-rank", type=int, default=None, help="vLLM's --max-lora-rank (default: 16)")
     v.add_argument(
         "--logits-processor",
         action="append",
@@ -91,5 +95,7 @@ def add_model_parsers(sub: Any) -> None:
         help="vLLM V1 logits processor MODULE:CLASS (repeatable); the translator's is "
         "kgrag_plugins.models.vllm_logits:KGTranslatorLogitsProcessor",
     )
-    v.add_argument("--max-model-len", type=int, default=None)
+    v.add_argument(
+        "--max-model-len", type=int, default=None, help="vLLM's --max-model-len, context tokens (default: the model's)"
+    )
     v.set_defaults(func=_cmd_serve_llm)

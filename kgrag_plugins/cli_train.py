@@ -13,20 +13,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .cli_common import HelpFormatter
+
 TASKS = ("hop-classifier", "path-ranker", "translator", "generator-dpo", "kge", "export-merged")
 
 
-class _Help(argparse.HelpFormatter):
-    """Help that shows each option's default (unless unset, off, or already said in the text)."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        if action.default in (None, False, argparse.SUPPRESS) or "default" in text:
-            return text
-        return text + " (default: %(default)s)"
-
-
-_FMT = _Help
+_FMT = HelpFormatter
 
 
 def _need_out(args: argparse.Namespace) -> Path:
@@ -200,7 +192,9 @@ def _cmd_hop_classifier(args: argparse.Namespace) -> int:
 
 
 def _data_dir(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data-dir", type=Path, default=None, help="benchmark data (default: $KGRAG_DATA_DIR)")
+    p.add_argument(
+        "--data-dir", type=Path, default=None, help="benchmark data (default: $KGRAG_DATA_DIR or ~/.cache/kgrag/data)"
+    )
 
 
 def _fine_tuning(p: argparse.ArgumentParser, recipe: str) -> None:
@@ -222,8 +216,8 @@ def _fine_tuning(p: argparse.ArgumentParser, recipe: str) -> None:
     p.add_argument("--max-steps", type=int, default=None, help="stop after N optimizer steps (default: one epoch)")
     p.add_argument("--learning-rate", type=float, default=None, help="default: the recipe's (or the preset's)")
     p.add_argument("--lora", action="store_true", help="train a LoRA adapter instead of all parameters")
-    p.add_argument("--lora-r", type=int, default=None, help="LoRA rank (recipe default 16)")
-    p.add_argument("--lora-alpha", type=int, default=None, help="LoRA alpha (recipe default 32)")
+    p.add_argument("--lora-r", type=int, default=None, help="LoRA rank (default: the recipe's, 16)")
+    p.add_argument("--lora-alpha", type=int, default=None, help="LoRA alpha (default: the recipe's, 32)")
     p.add_argument("--qlora", action="store_true", help="LoRA on a 4-bit base (needs bitsandbytes and a CUDA GPU)")
     p.add_argument("--merge", action="store_true", help="also write the adapter merged into the base to OUT/merged")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint under --out")
@@ -259,7 +253,7 @@ def add_train_parser(sub: Any) -> None:
     pr = tasks.add_parser("path-ranker", help="FRAG's path ranker on a KGQA dataset", formatter_class=_FMT)
     pr.add_argument("--out", type=Path, default=None, help="where to save the ranker (.npz)")
     pr.add_argument("--dataset", default="metaqa", help="the KGQA dataset")
-    pr.add_argument("--limit", type=int, default=None, help="questions, balanced over hops (default 9000)")
+    pr.add_argument("--limit", type=int, default=None, help="questions, balanced over hops (default: 9000)")
     pr.add_argument("--holdout", type=float, default=0.2, help="held-out share")
     _data_dir(pr)
     pr.set_defaults(func=_cmd_path_ranker)
@@ -286,7 +280,7 @@ def add_train_parser(sub: Any) -> None:
         "--llm",
         default=None,
         help="the generator writing the KA candidates: URL (OpenAI-compatible), vllm:PATH, local:MODEL or "
-        "scripted (default $KGRAG_LLM_BASE_URL)",
+        "scripted (default: $KGRAG_LLM_BASE_URL)",
     )
     g.add_argument("--llm-model", default=None, help="model name at the --llm URL")
     g.add_argument(
@@ -295,18 +289,25 @@ def add_train_parser(sub: Any) -> None:
     g.add_argument("--judge-model", default=None, help="model name at the --judge-llm URL")
     g.add_argument("--rounds", default="1,2", help="activation rounds whose KA inputs are sampled")
     g.add_argument("--dpo-data", type=Path, default=None, help="train on this JSONL (no data build)")
-    g.add_argument("--index", type=Path, default=None, help="run KG-Infused on this saved index")
+    g.add_argument("--index", type=Path, default=None, metavar="DIR", help="run KG-Infused on this saved index")
     g.add_argument("--cache-dir", type=Path, default=None, help="where dataset indexes are cached")
     _fine_tuning(g, "generator-dpo")
     _data_dir(g)
     g.set_defaults(func=_cmd_dpo)
 
     k = tasks.add_parser("kge", help="Know3's KG embedding (our torch code)", formatter_class=_FMT)
-    k.add_argument("--index", type=Path, default=None, help="train on this saved index's graph, store it there")
+    k.add_argument(
+        "--index", type=Path, default=None, metavar="DIR", help="train on this saved index's graph, store it there"
+    )
     k.add_argument("--dataset", default="metaqa", help="without --index: the KGQA protocol's dataset")
     k.add_argument("--out", type=Path, default=None, help="without --index: where to save the KGE (a directory)")
     k.add_argument("--report", type=Path, default=None, help="also write the JSON report to this file")
-    k.add_argument("--model", choices=["complex", "rotate", "transe", "distmult"], default=None, help="default complex")
+    k.add_argument(
+        "--model",
+        choices=["complex", "rotate", "transe", "distmult"],
+        default=None,
+        help="the KGE model (default: complex)",
+    )
     k.add_argument("--dim", type=int, default=None, help="embedding size (real numbers per entity)")
     k.add_argument("--epochs", type=int, default=None, help="most epochs (early stopping on validation MRR)")
     k.add_argument("--lr", type=float, default=None, help="learning rate")
@@ -320,7 +321,9 @@ def add_train_parser(sub: Any) -> None:
         "export-merged", help="fold a LoRA adapter into its base: a plain HF folder for vllm serve",
         formatter_class=_FMT,
     )  # fmt: skip
-    e.add_argument("adapter", type=Path, metavar="ADAPTER_DIR")
-    e.add_argument("out_dir", type=Path, nargs="?", default=None, metavar="OUT_DIR")
+    e.add_argument("adapter", type=Path, metavar="ADAPTER_DIR", help="the LoRA adapter folder (as training wrote it)")
+    e.add_argument(
+        "out_dir", type=Path, nargs="?", default=None, metavar="OUT_DIR", help="where to write the merged model"
+    )
     e.add_argument("--base-model", default=None, help="override the base model recorded in the adapter")
     e.set_defaults(func=_cmd_export_merged)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 #: On-disk format version of a KnowledgeIndex directory (bump on incompatible change).
@@ -43,21 +44,54 @@ def env_number(name: str, default: float, *, minimum: float = 0.0) -> float:
     return value
 
 
-#: Values of ``KGRAG_PROGRESS`` that turn every progress bar off.
+#: Values of ``KGRAG_PROGRESS`` that turn every progress bar off / allow bars without a terminal.
 _OFF = ("0", "false", "no", "off")
+_ON = ("1", "true", "yes", "on")
+
+
+def _stderr_is_tty() -> bool:
+    try:
+        return bool(sys.stderr.isatty())
+    except (AttributeError, ValueError):  # replaced or closed stderr
+        return False
 
 
 def progress_enabled(default: bool | None = True) -> bool:
-    """Whether a progress bar may show: ``False`` when ``KGRAG_PROGRESS`` is ``0`` / ``false`` /
-    ``no`` / ``off`` (every tqdm bar of the package goes through this), else ``bool(default)`` (the
-    caller's own choice: its ``progress`` argument, or "the work is long")."""
+    """Whether a progress bar may show (every tqdm bar of the package goes through this).
+
+    ``KGRAG_PROGRESS`` = ``0`` / ``false`` / ``no`` / ``off``: never. ``1`` / ``true`` / ``yes`` /
+    ``on``: whenever the caller wants one (``default``: its ``progress`` argument, or "the work is
+    long"), also into a log file. Unset: only when stderr is a terminal, so logs and pipes get no
+    bar debris."""
     raw = (env("PROGRESS") or "").strip().lower()
-    return False if raw in _OFF else bool(default)
+    if raw in _OFF:
+        return False
+    if raw in _ON:
+        return bool(default)
+    return bool(default) and _stderr_is_tty()
+
+
+def user_cache_root() -> Path:
+    """``$XDG_CACHE_HOME/kgrag`` (default ``~/.cache/kgrag``): the per-user home of data and models."""
+    base = os.environ.get("XDG_CACHE_HOME") or "~/.cache"
+    return Path(base).expanduser() / "kgrag"
 
 
 def data_dir() -> Path:
-    """Benchmark data directory: ``KGRAG_DATA_DIR``, default ``../shared/data``."""
-    return Path(env("DATA_DIR", "../shared/data")).expanduser()
+    """Benchmark data directory: ``KGRAG_DATA_DIR``, default ``~/.cache/kgrag/data`` (under
+    ``$XDG_CACHE_HOME`` when set). The package downloads no benchmark data: docs/data.md says
+    where each set comes from and the layout the loaders read."""
+    raw = env("DATA_DIR")
+    return Path(raw).expanduser() if raw else user_cache_root() / "data"
+
+
+def data_dir_hint(path: Path | None = None) -> str:
+    """One line telling a user where the benchmark data goes (``path``: the directory looked in)."""
+    where = path if path is not None else data_dir()
+    return (
+        f"put the benchmark sets (musique/, hotpotqa/, 2wikimultihopqa/, popqa/, metaqa/ in the "
+        f"layout of docs/data.md) in {where}, or set KGRAG_DATA_DIR / pass --data-dir"
+    )
 
 
 def cache_dir() -> Path:

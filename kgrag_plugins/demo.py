@@ -27,7 +27,6 @@ the demo prints facts with the source sentence filled back in (:func:`readable_f
 from __future__ import annotations
 
 import json
-import re
 import tempfile
 import time
 from collections import Counter
@@ -44,6 +43,7 @@ from .datasets.metrics import recall_at_k
 from .index.store import KnowledgeIndex
 from .methods.activation import ActivationRetriever
 from .methods.baselines import BM25Retriever, DenseRetriever, HybridRetriever, PPRRetriever
+from .methods.facts import unmask_sentence
 from .methods.frag import FRAGRetriever
 from .methods.kg_infused import KGInfusedRetriever
 from .methods.sa_rag import SARAGRetriever
@@ -235,29 +235,6 @@ def _kgqa_benchmark_lines() -> list[str]:
 
 
 # --------------------------------------------------------------------------- readable facts
-_WS = re.compile(r"\s+")
-
-
-def unmask_sentence(relation: str, texts: Iterable[str]) -> str | None:
-    """The source sentence of a ``mentions``-graph relation text, names filled back in.
-
-    The ``mentions`` builder writes a relation that is not a short phrase as its sentence with
-    every entity mention replaced by ``##`` (whitespace collapsed, at most 40 words). This finds
-    that sentence in ``texts`` (the triple's source passages). ``None`` when ``relation`` has no
-    ``##`` or the sentence is not found."""
-    if "##" not in relation:
-        return None
-    pieces = [r"\s+".join(map(re.escape, piece.split())) for piece in relation.split("##")]
-    name = r"\s*((?:(?![.!?]\s).)+?)\s*"  # one mention: never across a sentence end
-    pattern = re.compile(r"(?:^|(?<=[.!?]\s)|(?<=[.!?][\"')]\s))" + name.join(pieces))
-    for text in texts:
-        m = pattern.search(text)
-        if m:
-            sentence = text[m.start() : m.end()].strip()
-            return sentence if len(relation.split()) < 40 else sentence + " …"
-    return None
-
-
 def readable_fact(index: KnowledgeIndex, fact: Fact) -> str:
     """A triple fact for people: ``head -> tail: "source sentence"`` when its relation is a
     masked sentence (the ``##`` filled from its source passage), else the fact's own text."""
@@ -317,8 +294,50 @@ def _print_activation(index: KnowledgeIndex, ev, out: TextIO) -> None:
         print(f"     fact: {_short(readable_fact(index, f), 130)}", file=out)
 
 
-def run_demo(out: TextIO, *, index_dir: str | Path | None = None, k: int = 3, llm=None) -> dict[str, float]:
-    """Build the sample index (with its mentions graph), run every retriever on every sample question, print evidence.
+#: Questions the default (quiet) demo shows in full: a one-hop question and a bridge question.
+QUIET_QUESTIONS = 2
+
+
+def _shown_questions(questions: Sequence[Question], verbose: bool) -> set[str]:
+    """Ids whose evidence is printed: all (``verbose``), else the first one-hop and the first bridge."""
+    if verbose:
+        return {q.id for q in questions}
+    one = next((q for q in questions if (q.hops or 0) <= 1 and q.type != "comparison"), None)
+    bridge = next((q for q in questions if (q.hops or 0) >= 2 and q.type != "comparison"), None)
+    picked = [q for q in (one, bridge) if q is not None] or list(questions[:QUIET_QUESTIONS])
+    return {q.id for q in picked[:QUIET_QUESTIONS]}
+
+
+def _print_evidence(index: KnowledgeIndex, r, ev, q: Question, rec: float, k: int, out: TextIO) -> None:
+    """One retriever's evidence for one question: its passages (``*`` = gold) and what it found."""
+    print(f"  [{r.name}] recall@{k}={rec:.2f}   scores: {ev.score_kind or 'method score'}", file=out)
+    for sp in ev.passages:
+        mark = "*" if sp.passage.id in q.supporting_passage_ids else " "
+        print(f"   {mark} {sp.score:7.3f}  {sp.passage.title}: {_short(sp.passage.text)}", file=out)
+    if r.name == "activation":
+        _print_activation(index, ev, out)
+    elif r.name == "sa-rag":
+        acts = ", ".join(f"{n} {v:.2f}" for n, v in list(ev.trace.get("activation", {}).items())[:6])
+        print(f"     seeds: {', '.join(s['name'] for s in ev.trace.get('seeds', []))}; activated: {acts}", file=out)
+    elif r.name == "kg-infused":
+        added = "; ".join(readable_fact(index, f) for f in ev.facts[:2]) or "nothing"
+        print(f"     query expanded with: {_short(added, 130)}", file=out)
+    elif r.name == "frag":
+        paths = [f for f in ev.facts if f.kind == "path"]
+        if paths:
+            chain, hops = _readable_path(index, paths[0])
+            print(f"     route: {ev.trace.get('route')}; top path: {_short(chain, 100)}", file=out)
+            for hop in hops[:2]:
+                print(f"       {_short(hop, 130)}", file=out)
+        else:
+            print(f"     route: {ev.trace.get('route')}; {ev.trace.get('error', 'no path')}", file=out)
+
+
+def run_demo(
+    out: TextIO, *, index_dir: str | Path | None = None, k: int = 3, llm=None, verbose: bool = False
+) -> dict[str, float]:
+    """Build the sample index (with its mentions graph), run every retriever on every sample question,
+    print evidence: for two questions (a one-hop and a bridge) by default, for all with ``verbose``.
 
     Returns mean Recall@k per retriever (the demo's own sanity check).
     """
@@ -341,8 +360,8 @@ def run_demo(out: TextIO, *, index_dir: str | Path | None = None, k: int = 3, ll
         print(
             "Knowledge graph (LLM-free `mentions` builder: titles + spaCy NER, sentence co-occurrence): "
             f"{index.graph.num_entities} entities, {index.graph.num_triples} triples. To look at it:\n"
-            f"  kgrag show-graph {path if index_dir else 'DIR'} --entity 'Marie Curie' --out curie.html"
-            + ("" if index_dir else "   (after `kgrag demo --index-dir DIR`)")
+            f"  kgrag show-graph --index {path if index_dir else 'DIR'} --entity 'Marie Curie' --out curie.html"
+            + ("" if index_dir else "   (after `kgrag demo --index DIR`)")
             + "\n",
             file=out,
         )
@@ -356,51 +375,38 @@ def run_demo(out: TextIO, *, index_dir: str | Path | None = None, k: int = 3, ll
             KGInfusedRetriever(index),
             FRAGRetriever(index),
         ]
+        shown = _shown_questions(questions, verbose)
+        if not verbose:
+            print(
+                f"Evidence for {len(shown)} of the {len(questions)} sample questions (`kgrag demo --verbose`: all):\n",
+                file=out,
+            )
         recalls: dict[str, list[float]] = {r.name: [] for r in retrievers}
         for q in questions:
-            kind = "comparison" if q.type == "comparison" else f"{q.hops}-hop"
-            print(f"Q: {q.question}   (gold answer: {q.answers[0]}; {kind})", file=out)
+            show = q.id in shown
+            if show:
+                kind = "comparison" if q.type == "comparison" else f"{q.hops}-hop"
+                print(f"Q: {q.question}   (gold answer: {q.answers[0]}; {kind})", file=out)
             for r in retrievers:
                 ev = r.retrieve(q.question, k)
                 rec = recall_at_k(ev.passage_ids, q.supporting_passage_ids, k)
                 recalls[r.name].append(rec)
-                print(f"  [{r.name}] recall@{k}={rec:.2f}", file=out)
-                for sp in ev.passages:
-                    mark = "*" if sp.passage.id in q.supporting_passage_ids else " "
-                    print(f"   {mark} {sp.score:7.3f}  {sp.passage.title}: {_short(sp.passage.text)}", file=out)
-                if r.name == "activation":
-                    _print_activation(index, ev, out)
-                elif r.name == "sa-rag":
-                    acts = ", ".join(f"{n} {v:.2f}" for n, v in list(ev.trace.get("activation", {}).items())[:6])
-                    print(
-                        f"     seeds: {', '.join(s['name'] for s in ev.trace.get('seeds', []))}; activated: {acts}",
-                        file=out,
-                    )
-                elif r.name == "kg-infused":
-                    added = "; ".join(readable_fact(index, f) for f in ev.facts[:2]) or "nothing"
-                    print(f"     query expanded with: {_short(added, 130)}", file=out)
-                elif r.name == "frag":
-                    paths = [f for f in ev.facts if f.kind == "path"]
-                    if paths:
-                        chain, hops = _readable_path(index, paths[0])
-                        print(f"     route: {ev.trace.get('route')}; top path: {_short(chain, 100)}", file=out)
-                        for hop in hops[:2]:
-                            print(f"       {_short(hop, 130)}", file=out)
-                    else:
-                        print(f"     route: {ev.trace.get('route')}; {ev.trace.get('error', 'no path')}", file=out)
-            if llm is not None:
+                if show:
+                    _print_evidence(index, r, ev, q, rec, k, out)
+            if llm is not None and show:
                 from .methods.answer import generate_answer
 
                 ans = generate_answer(llm, q.question, HybridRetriever(index).retrieve(q.question, 5))
                 print(f"  answer (hybrid evidence + LLM): {ans.text}", file=out)
-            print(file=out)
+            if show:
+                print(file=out)
         summary = {name: sum(v) / len(v) for name, v in recalls.items()}
         _print_summary(out, summary, questions, k)
-        summary["frag-kgqa-hits@1"] = _frag_kgqa(out, index.embedder)
+        summary["frag-kgqa-hits@1"] = _frag_kgqa(out, index.embedder, verbose)
         return summary
 
 
-def _frag_kgqa(out: TextIO, embedder) -> float:
+def _frag_kgqa(out: TextIO, embedder, verbose: bool = True) -> float:
     """FRAG on the bundled curated KG: route, top paths and the LLM-free answer per question."""
     from .datasets.metrics import hits_at_1
     from .index.importers import load_kg
@@ -417,6 +423,11 @@ def _frag_kgqa(out: TextIO, embedder) -> float:
         ev = frag.retrieve(q.question, 5)
         answers = ev.trace.get("answers", [])
         hits.append(hits_at_1(answers, q.answers))
+        if not verbose:
+            mark = "ok" if hits[-1] else "miss"
+            got = answers[0] if answers else "-"
+            print(f"  {mark:4s} {q.hops}-hop, {ev.trace['route']}: {q.question} -> {got}", file=out)
+            continue
         print(f"Q: {q.question}   (gold: {', '.join(q.answers)}; {q.hops} hops)", file=out)
         print(f"   route: {ev.trace['route']}; answer: {answers[0] if answers else '-'}", file=out)
         for f in ev.facts[:2]:

@@ -5,10 +5,56 @@ All types are small dataclasses with ``to_dict``/``from_dict`` for a JSON round 
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+#: ``Evidence.trace`` key of a retriever's fallback(s): ``{"to": "dense", "reason": "no entity
+#: found"}``; a second fallback of the same call goes into that dict's ``"also"`` list
+#: (:func:`note_fallback`, read back by :attr:`Evidence.fallback`).
+FALLBACK_KEY = "fallback"
+#: ``Evidence.trace`` key naming what the passage scores are (``"cosine"``, ``"BM25"``, ...).
+SCORE_KIND_KEY = "score_kind"
+#: The entity-slot mask of masked relation texts (ParseKG hyperrelations, ``mentions`` relations).
+MASK = "##"
+#: KG-Translator's entity / relation separator in clues (``ENTITY@@ RELATION``).
+CLUE_SEP = "@@"
+_MASK_RE = re.compile(r"(?<!#)(?:##)+(?!#)")
+_SEP_RE = re.compile(r"\s*(?<!@)@@(?!@)\s*")
+
+
+def readable_text(text: str) -> str:
+    """``text`` for people and LLMs: each ``##`` entity mask shown as ``…`` and the clue separator
+    ``@@`` as ``": "`` (what is left when the masked names cannot be filled back in)."""
+    if MASK not in text and CLUE_SEP not in text:
+        return text
+    return " ".join(_SEP_RE.sub(": ", _MASK_RE.sub("…", text)).split())
+
+
+def note_fallback(trace: dict[str, Any], to: str, reason: str) -> None:
+    """Record in ``trace`` that the retriever fell back to ``to`` (``"dense"``, ``"the LLM-free
+    path"``, ...) because of ``reason`` (``"no entity found"``); see :attr:`Evidence.fallback`.
+    A second, different fallback is appended to ``trace["fallback"]["also"]``."""
+    entry = {"to": str(to), "reason": str(reason)}
+    have = trace.get(FALLBACK_KEY)
+    if not isinstance(have, dict):
+        trace[FALLBACK_KEY] = entry
+    elif entry not in fallbacks_of(trace):
+        have.setdefault("also", []).append(entry)
+
+
+def fallbacks_of(trace: dict[str, Any]) -> list[dict[str, str]]:
+    """Every fallback recorded in ``trace`` as ``{"to", "reason"}`` dicts, first first (a bare
+    string value, as older traces wrote it, reads as ``{"to": value, "reason": ""}``)."""
+    have = trace.get(FALLBACK_KEY)
+    if not have:
+        return []
+    if not isinstance(have, dict):
+        return [{"to": str(have), "reason": ""}]
+    first = {"to": str(have.get("to", "")), "reason": str(have.get("reason", ""))}
+    return [first] + [{"to": str(a.get("to", "")), "reason": str(a.get("reason", ""))} for a in have.get("also", [])]
 
 
 class _JSONMixin:
@@ -120,17 +166,37 @@ class ScoredPassage(_JSONMixin):
 
 @dataclass
 class Fact(_JSONMixin):
-    """A verbalised piece of structured evidence: a triple, a path or a clue."""
+    """A verbalised piece of structured evidence: a triple, a path or a clue.
+
+    Retrievers write ``text`` with entity names (the ``##`` masks of masked relation texts filled
+    back in, :mod:`kgrag_plugins.methods.facts`); the raw masked text, when there was one, is kept
+    in ``data["masked"]``. :attr:`display` is the form to show people and LLMs.
+    """
 
     text: str
     kind: str = "fact"  # "fact" | "path" | "clue"
     score: float = 0.0
     data: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def display(self) -> str:
+        """``text`` with any ``##`` mask left shown as ``…`` and ``@@`` as ``": "`` (never raw
+        masks; for the facts retrievers return this is ``text`` itself)."""
+        return readable_text(self.text)
+
 
 @dataclass
 class Evidence:
-    """What every retriever returns: scored passages, facts, and an explainable trace."""
+    """What every retriever returns: scored passages, facts, and an explainable trace.
+
+    Two trace keys every retriever sets, readable as properties (they survive ``to_dict``):
+
+    - ``trace["score_kind"]`` -> :attr:`score_kind`: what the passage scores are (``"cosine"``,
+      ``"BM25"``, ``"fusion rank (RRF)"``, ``"PPR mass"``, ...); higher is always better.
+    - ``trace["fallback"]`` -> :attr:`fallback`: set only when the retriever did not run as
+      designed and took a simpler path, ``{"to": "dense", "reason": "no entity found"}``
+      (:func:`note_fallback`); :attr:`fallback` reads ``"fell back to dense: no entity found"``.
+    """
 
     query: str
     passages: list[ScoredPassage] = field(default_factory=list)
@@ -140,6 +206,24 @@ class Evidence:
     @property
     def passage_ids(self) -> list[str]:
         return [sp.passage.id for sp in self.passages]
+
+    @property
+    def score_kind(self) -> str | None:
+        """What the passage scores are (``trace["score_kind"]``; higher is better), or ``None``."""
+        kind = self.trace.get(SCORE_KIND_KEY)
+        return str(kind) if kind else None
+
+    @property
+    def fallbacks(self) -> list[dict[str, str]]:
+        """Every fallback of this retrieval as ``{"to", "reason"}`` dicts (empty: none)."""
+        return fallbacks_of(self.trace)
+
+    @property
+    def fallback(self) -> str | None:
+        """``None`` when the retriever ran as designed, else why it did not, for people:
+        ``"fell back to dense: no entity found"`` (several joined by ``"; "``)."""
+        parts = [f"fell back to {f['to']}" + (f": {f['reason']}" if f["reason"] else "") for f in self.fallbacks]
+        return "; ".join(parts) or None
 
     def top(self, k: int) -> "Evidence":
         """A copy keeping only the first ``k`` passages."""

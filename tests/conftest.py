@@ -18,6 +18,10 @@ def resolve_data_dir() -> Path:
     return (REPO_ROOT / ".." / "shared" / "data").resolve()
 
 
+# The package's default (~/.cache/kgrag/data) is a user's; the tests read the shared halves.
+os.environ.setdefault("KGRAG_DATA_DIR", str(resolve_data_dir()))
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     """The real benchmark data directory. Tests using it FAIL (not skip) when it is missing."""

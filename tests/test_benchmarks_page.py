@@ -21,6 +21,14 @@ def test_benchmarks_page_is_in_sync_with_the_reports():
     assert page.TARGET.read_text() == page.build(), "regenerate: python benchmarks/benchmarks_page.py"
 
 
+def test_readme_benchmark_table_is_the_generated_one():
+    page = _page()
+    readme = page.README.read_text()
+    assert page.readme_text(readme) == readme, "regenerate: python benchmarks/benchmarks_page.py"
+    table = page.glance_table()
+    assert table.startswith("| retriever |") and "| dense |" in table and "| activation |" in table
+
+
 def _report(path: Path, dataset: str, results: dict) -> None:
     path.write_text(json.dumps({"dataset": dataset, "results": results}))
 

@@ -124,9 +124,10 @@ def test_sa_rag_reasoning_adapter_error_logs_a_warning(caplog):
 @pytest.mark.parametrize(
     ("value", "default", "expected"),
     [
-        (None, True, True),
+        (None, True, True),  # stderr a terminal (monkeypatched below)
         (None, False, False),
         ("1", True, True),
+        ("on", True, True),
         ("0", True, False),
         ("false", True, False),
         ("OFF", True, False),
@@ -135,11 +136,25 @@ def test_sa_rag_reasoning_adapter_error_logs_a_warning(caplog):
     ],
 )
 def test_progress_enabled(monkeypatch, value, default, expected):
+    import kgrag_plugins.config as config
+
+    monkeypatch.setattr(config, "_stderr_is_tty", lambda: True)
     if value is None:
         monkeypatch.delenv("KGRAG_PROGRESS", raising=False)
     else:
         monkeypatch.setenv("KGRAG_PROGRESS", value)
     assert progress_enabled(default) is expected
+
+
+def test_no_bar_without_a_terminal_unless_asked(monkeypatch):
+    """Unset KGRAG_PROGRESS and stderr not a terminal (a pipe, a log file): no bar debris."""
+    import kgrag_plugins.config as config
+
+    monkeypatch.delenv("KGRAG_PROGRESS", raising=False)
+    monkeypatch.setattr(config, "_stderr_is_tty", lambda: False)
+    assert progress_enabled(True) is False
+    monkeypatch.setenv("KGRAG_PROGRESS", "1")
+    assert progress_enabled(True) is True and progress_enabled(False) is False
 
 
 def _bar(err: str) -> bool:
@@ -155,7 +170,7 @@ def minilm():
 
 def test_kgrag_progress_0_silences_bars(minilm, monkeypatch, capfd):
     texts = [f"sentence number {i}" for i in range(12)]  # more than the 8-text fast path
-    monkeypatch.delenv("KGRAG_PROGRESS", raising=False)
+    monkeypatch.setenv("KGRAG_PROGRESS", "1")  # pytest's stderr is no terminal
     capfd.readouterr()
     minilm.embed(texts, progress=True)
     assert _bar(capfd.readouterr().err)  # the bar shows when asked ...
@@ -194,7 +209,7 @@ def test_no_bar_on_a_first_query(minilm, sample_corpus, tmp_path, monkeypatch, c
     from kgrag_plugins.index.store import KnowledgeIndex
     from kgrag_plugins.methods.sa_rag import SARAGRetriever
 
-    monkeypatch.delenv("KGRAG_PROGRESS", raising=False)
+    monkeypatch.setenv("KGRAG_PROGRESS", "1")  # bars allowed without a terminal: none may show anyway
     rec = _Recording(minilm)
     corpus = list(sample_corpus[:16])
     graph = _small_graph(corpus)

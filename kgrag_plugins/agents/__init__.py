@@ -1,5 +1,5 @@
 """Agent baselines with a pluggable retrieve step and the KG plug-ins inserted where the papers
-insert them (METHODS.md §6; docs/agents.md). Each agent is a compiled LangGraph
+insert them (docs/methods.md §6; docs/agents.md). Each agent is a compiled LangGraph
 ``StateGraph(AgentState)``; needs the ``langgraph`` extra.
 
 - ``"self-ask"`` / ``"self-ask+kg-infused"``: Self-Ask (KG-Infused RAG App. F.1, D.3) — :mod:`.self_ask`
@@ -92,8 +92,10 @@ def build_agent(name: str, retrieve: Any, llm: Any = None, **opts: Any) -> Compi
     dense top-k, or SA-RAG's retriever for ``"sa-rag+cot"``) with ``llm`` (anything
     :func:`~kgrag_plugins.models.llm.as_llm` accepts; ``None``: the LLM-free path). ``opts`` go to
     the builder (``"...+kg-infused"``: ``kg_infused=`` a ``KGInfusedRetriever`` or a ``KnowledgeIndex``)."""
+    from ..names import resolve_name
+
     try:
-        builder = AGENTS[name]
+        builder = AGENTS[resolve_name(name, AGENTS)]  # self_ask+kg_infused -> self-ask+kg-infused
     except KeyError:
         raise ValueError(f"unknown agent {name!r}; choose one of {sorted(AGENTS)}") from None
     return builder(retrieve, llm=llm, **opts)

@@ -93,7 +93,7 @@ def _json_answer(reply: str) -> str:
 def json_answer(
     llm: Any, question: str, context: str, errors: list[dict[str, Any]], *, step: str = "answer"
 ) -> str | None:
-    """SA-RAG's answering call (METHODS.md §6.3 step 3): system = the answering prompt, user =
+    """SA-RAG's answering call (docs/methods.md §6.3 step 3): system = the answering prompt, user =
     the context, user = ``"**Question:  **" + question``; reply JSON ``{reasoning, final_answer}``.
     ``final_answer`` (non-empty, not a refusal, at most 1,000 characters) or ``None`` after an
     invalid reply and its retry or a failed call (``errors`` gets the trace entry)."""

@@ -1,4 +1,4 @@
-"""Chain-of-thought iterative retrieval with any retriever (SA-RAG §6.3 generalised; METHODS.md §6.3).
+"""Chain-of-thought iterative retrieval with any retriever (SA-RAG §6.3 generalised; docs/methods.md §6.3).
 
 The loop of :class:`~kgrag_plugins.methods.sa_rag.cot.SARAGCoT`, with a pluggable retrieve step:
 
@@ -171,7 +171,7 @@ def cot_rag_graph(retrieve: Any, llm: Any = None, *, k: int = 5, max_steps: int 
 
 
 def sa_rag_cot_graph(retrieve: Any, llm: Any = None, *, max_steps: int = MAX_STEPS, **opts: Any) -> Any:
-    """SA-RAG + CoT (METHODS.md §6.3): ``retrieve`` is an ``SARAGRetriever`` or a ``KnowledgeIndex``
+    """SA-RAG + CoT (docs/methods.md §6.3): ``retrieve`` is an ``SARAGRetriever`` or a ``KnowledgeIndex``
     with a graph (an ``SARAGRetriever`` is built on it with ``sa_options``)."""
     from ..index.store import KnowledgeIndex
     from ..methods.sa_rag import SARAGRetriever

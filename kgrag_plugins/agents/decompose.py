@@ -1,12 +1,12 @@
-"""Query decomposition with any retriever (SA-RAG ``hybrid_agent.py``; METHODS.md §6.3, §4(c)).
+"""Query decomposition with any retriever (SA-RAG ``hybrid_agent.py``; docs/methods.md §6.3, §4(c)).
 
 1. **Decompose** (temperature 0): :data:`~.prompts.DECOMPOSE_SYSTEM`, reply JSON
    ``{"original_question", "subquestions": [{"id", "question"}]}`` (a plain list of strings is
    accepted too); at most ``max_sub_questions`` (5) are kept, duplicates dropped.
 2. For each sub-question i: retrieval on the sub-question plus the previous ``"Sub-question: ...
    / Answer: ..."`` strings (``with_previous=True``, the hybrid agent; ``False``: the
-   sub-question alone, the plain decomposition baseline — METHODS.md notes the paper's App. A
-   and code disagree), then SA-RAG's answering call on that context.
+   sub-question alone, the plain decomposition baseline — the paper's App. A and code disagree,
+   docs/methods.md §6.3), then SA-RAG's answering call on that context.
 3. Retrieval for the original question and the final answering call over its context plus
    ``**Answers to sub-questions**`` (the list sits in a ``<sub_answers>`` data block).
 

@@ -1,4 +1,4 @@
-"""A hop-aware front door (our addition): FRAG's hop router (frag.md §3.1; METHODS.md §2 step 2)
+"""A hop-aware front door (our addition): FRAG's hop router (frag.md §3.1; docs/methods.md §2(a) step 2)
 in front of the agents, so one graph serves simple and multi-hop questions.
 
 ``START -> router -> simple | complex -> END``. ``router`` is
@@ -48,8 +48,10 @@ def front_door_graph(
     step = resolve_step(retrieve, k)
     llm = llm_of(llm)
     if isinstance(complex, str):
+        from ..names import resolve_name
         from . import AGENTS
 
+        complex = resolve_name(complex, AGENTS)  # self_ask -> self-ask
         if complex == "front-door" or complex not in AGENTS:
             raise ValueError(
                 f"complex must be an agent name other than 'front-door' ({sorted(AGENTS)}), got {complex!r}"

@@ -1,5 +1,5 @@
 """KG-Infused RAG as a plug-in inside an agent step (kg-infused-rag.md App. F.1 / §4.2;
-METHODS.md §6.1, §6.2): for one (sub-)question, KG-guided spreading activation and KG-based
+docs/methods.md §6.1, §6.2): for one (sub-)question, KG-guided spreading activation and KG-based
 query expansion give q'; the agent's own corpus retrieve step fetches 3 passages for the
 question and 3 new ones for q'; with an LLM, the passage note is KG-augmented and the question is
 answered from the fact-enhanced note.

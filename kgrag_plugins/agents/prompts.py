@@ -8,8 +8,8 @@
   are data. The transcript continues after ``"Are follow up questions needed here:"``.
 - :data:`SUB_ANSWER_SYSTEM`: the separate RAG call that answers one follow-up / sub-question
   from its retrieved passages (ours; the paper does not say how intermediate answers are made,
-  METHODS.md §6.1 [UNKNOWN]). Replies one short sentence.
-- :data:`DECOMPOSE_SYSTEM`: SA-RAG's decomposition step (``decompose_prompt.txt``, METHODS.md
+  docs/methods.md §8.5). Replies one short sentence.
+- :data:`DECOMPOSE_SYSTEM`: SA-RAG's decomposition step (``decompose_prompt.txt``, docs/methods.md
   §4(c)): minimal ordered single-hop sub-questions as JSON ``{"original_question",
   "subquestions": [{"id", "question"}]}``; wording ours.
 
@@ -123,13 +123,13 @@ Reply with a single JSON object and nothing else:
 
 
 def format_context(evidence: Evidence, *, header: str = "### Context \n", max_passages: int | None = None) -> str:
-    """SA-RAG's context layout for any retriever (METHODS.md §4(a) step 10): ``"### Context "``,
+    """SA-RAG's context layout for any retriever (docs/methods.md §4(a) step 10): ``"### Context "``,
     the passages (``title\\ntext``, blank-line separated) in a ``<passages>`` block, then (if any)
     ``"**Key relationships**"`` and the facts in a ``<facts>`` block."""
     passages = evidence.passages if max_passages is None else evidence.passages[:max_passages]
     out = header + data_block("passages", "\n\n".join(sp.passage.embed_text for sp in passages))
     if evidence.facts:
-        out += "\n**Key relationships**\n" + data_block("facts", [f.text for f in evidence.facts])
+        out += "\n**Key relationships**\n" + data_block("facts", [f.display for f in evidence.facts])
     return out
 
 
@@ -142,7 +142,7 @@ def sub_answer_messages(question: str, evidence: Evidence, *, max_passages: int 
     ]
     body = "Passages:\n" + data_block("passages", lines)
     if evidence.facts:
-        body += "\nFacts:\n" + data_block("facts", [f"- {f.text}" for f in evidence.facts])
+        body += "\nFacts:\n" + data_block("facts", [f"- {f.display}" for f in evidence.facts])
     return [
         {"role": "system", "content": SUB_ANSWER_SYSTEM},
         {"role": "user", "content": f"{body}\n\nQuestion: {question}\nAnswer:"},

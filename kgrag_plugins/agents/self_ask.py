@@ -1,11 +1,11 @@
 """Self-Ask with a pluggable retrieve step, and Self-Ask + KG-Infused RAG (kg-infused-rag.md
-App. F.1 and D.3; METHODS.md §6.1).
+App. F.1 and D.3; docs/methods.md §6.1).
 
 Loop: the model continues the Self-Ask transcript (prompt :data:`~.prompts.SELF_ASK_PROMPT`,
 stop at ``"Intermediate answer:"``) until it writes a ``Follow up:`` question or ``So the final
 answer is:``. For a follow-up, the retrieve step fetches 6 passages and a **separate RAG call**
 answers it in one sentence (:func:`~.common.answer_sub_question`; the paper does not say whether
-intermediate answers are a separate call or a continuation, METHODS.md §8.5: a separate call keeps
+intermediate answers are a separate call or a continuation, docs/methods.md §8.5: a separate call keeps
 the answer grounded in the passages); the answer goes back into the transcript as
 ``Intermediate answer:``. The final answer is the text after ``So the final answer is:``.
 

@@ -1,5 +1,5 @@
 """Self-RAG (Asai et al., ICLR 2024) as a LangGraph agent, alone or with KG-Infused RAG plugged
-in (kg-infused-rag.md §4.2; METHODS.md §6.2).
+in (kg-infused-rag.md §4.2; docs/methods.md §6.2).
 
 Short-form setting, as KG-Infused RAG runs it: decide whether to retrieve, retrieve ``k`` = 6
 passages once, generate one answer per passage, critique each, answer = the generation of the
@@ -9,7 +9,7 @@ best-scoring passage. The score (``run_short_form.py``)::
         + w_use·Σ_i u_i·P([Utility:i])  (+ exp(mean token logprob) with use_seqscore)
 
 with ``u = (-1, -0.5, 0, 0.5, 1)``, each group's probabilities renormalised over the group, and
-weights ``w_rel = 1.0, w_sup = 1.0, w_use = 0.5`` (METHODS.md §6.2; the function default in
+weights ``w_rel = 1.0, w_sup = 1.0, w_use = 0.5`` (docs/methods.md §6.2; the function default in
 ``call_model_rerank_w_scores_batch``). **[DISCREPANCY]** ``run_short_form.py``'s argparse default
 ``--w_use`` is 1.0 and is passed explicitly, so the README commands score with ``w_use = 1.0``:
 pass ``w_use=1.0`` to reproduce them.
@@ -57,7 +57,7 @@ KG-based query expansion give q' (:class:`~kgrag_plugins.agents.kg_step.KGInfuse
 augmentation (``KGInfusedRetriever.augment``, Eq. 10) rewrites **each passage** with the triples
 summary; Self-RAG's generation and scoring then run unchanged over the 6 enhanced passages.
 LLM-free (or after a failed augmentation): the passage followed by the verbalised triples
-(METHODS.md §1(e)).
+(docs/methods.md §1(e)).
 """
 
 from __future__ import annotations
@@ -484,7 +484,7 @@ def self_rag_graph(
 
 
 def _template_augment(text: str, summary: str) -> str:
-    """LLM-free KG augmentation (METHODS.md §1(e)): the passage followed by the verbalised triples."""
+    """LLM-free KG augmentation (docs/methods.md §1(e)): the passage followed by the verbalised triples."""
     return f"{text}\nKnowledge graph facts: {summary}" if summary.strip() else text
 
 

@@ -1,4 +1,4 @@
-"""Self-RAG prompts, reflection tokens and label parsing (METHODS.md §6.2; Asai et al., ICLR 2024;
+"""Self-RAG prompts, reflection tokens and label parsing (docs/methods.md §6.2; Asai et al., ICLR 2024;
 ``AkariAsai/self-rag`` ``retrieval_lm/utils.py`` and ``run_short_form.py``).
 
 Two modes share the critique score of :mod:`.self_rag`:

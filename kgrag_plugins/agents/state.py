@@ -68,9 +68,9 @@ def add_evidence(state: dict[str, Any], ev: Evidence, *, retriever: str = "") ->
     facts = list(state.get("facts") or [])
     known = set(facts)
     for f in ev.facts:
-        if f.text not in known:
-            known.add(f.text)
-            facts.append(f.text)
+        if f.display not in known:
+            known.add(f.display)
+            facts.append(f.display)
     return {"documents": docs, "facts": facts, "retrievals": int(state.get("retrievals") or 0) + 1}
 
 

@@ -5,7 +5,7 @@ Example::
 
     from kgrag_plugins.datasets import load_dataset, mean, recall_at_k
 
-    ds = load_dataset("musique", limit=10)  # reads KGRAG_DATA_DIR (default ../shared/data)
+    ds = load_dataset("musique", limit=10)  # reads KGRAG_DATA_DIR (default ~/.cache/kgrag/data)
     scores = [recall_at_k(my_retrieve(q.question), q.supporting_passage_ids, 5) for q in ds.questions]
     print(mean(scores))
 """

@@ -1,4 +1,4 @@
-"""Benchmark loaders for the normalised data under ``KGRAG_DATA_DIR`` (default ``../shared/data``).
+"""Benchmark loaders for the normalised data under ``KGRAG_DATA_DIR`` (default ``~/.cache/kgrag/data``).
 
 Schema (see ``SOURCES.md`` in the data directory): ``<set>/questions.jsonl`` rows carry ``id``,
 ``question``, ``answers`` (list, first = gold, then aliases), ``supporting_titles``,
@@ -97,10 +97,11 @@ class Dataset:
 
 
 def _missing(path: Path, what: str = "file") -> FileNotFoundError:
-    return FileNotFoundError(
-        f"benchmark {what} not found: {path}. Set KGRAG_DATA_DIR to the benchmark data directory "
-        f"(the one containing SOURCES.md; default ../shared/data) or pass data_dir=..."
-    )
+    from ..config import data_dir_hint
+
+    path = Path(path)
+    root = path if what == "data directory" else next((q for q in path.parents if (q / "SOURCES.md").exists()), None)
+    return FileNotFoundError(f"benchmark {what} not found: {path}; {data_dir_hint(root or path.parent)}")
 
 
 def _iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -9,7 +9,7 @@ Answer metrics (per question; callers average with :func:`mean`):
   the *last* gold alias only; we deliberately take the max, which can only score higher.
 * :func:`accuracy` (reported as ``acc``) - substring accuracy after SQuAD normalisation: 1.0 if any
   normalised gold answer is a substring of the normalised prediction (PopQA / Self-RAG style).
-* :func:`accuracy_raw` (reported as ``acc_raw``) - KG-Infused RAG's own "Acc" (METHODS.md §1(f),
+* :func:`accuracy_raw` (reported as ``acc_raw``) - KG-Infused RAG's own "Acc" (docs/methods.md §1(f),
   ``kg_infused_rag/utils/eval.py``): any gold alias, lower-cased, is a substring of the lower-cased
   prediction, with no other normalisation. Use it to compare with KG-Infused RAG's tables.
 * :func:`answer_scores` - ``{"em", "f1", "acc", "acc_raw"}`` of one prediction, for answer benches.
@@ -129,7 +129,7 @@ def accuracy(prediction: str, golds: str | list[str]) -> float:
 
 
 def accuracy_raw(prediction: str, golds: str | list[str]) -> float:
-    """KG-Infused RAG's "Acc" (METHODS.md §1(f)): 1.0 if any gold alias, lower-cased, is a
+    """KG-Infused RAG's "Acc" (docs/methods.md §1(f)): 1.0 if any gold alias, lower-cased, is a
     substring of the lower-cased prediction. No other normalisation: punctuation and articles
     count (gold ``"U.S."`` does not match ``"US Army"``; gold ``"The Beatles"`` does not match
     ``"Beatles"``), unlike :func:`accuracy`. Empty gold strings are ignored (they would match

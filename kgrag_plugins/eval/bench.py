@@ -41,10 +41,11 @@ from ..methods.kg_infused import KGInfusedRetriever
 from ..methods.sa_rag import SARAGRetriever
 from ..methods.sa_rag.retriever import SPEED_MAX_EDGES
 from ..methods.translator import TranslatorRetriever
+from ..names import resolve_name, resolve_names
 
 
 def _sa_rag(index: KnowledgeIndex, dataset: str | None = None) -> Retriever:
-    """SA-RAG with the paper's per-dataset k / h and no subgraph cap (METHODS.md §4(a)-(b)); LLM-free."""
+    """SA-RAG with the paper's per-dataset k / h and no subgraph cap (docs/methods.md §4(a)-(b)); LLM-free."""
     return SARAGRetriever.for_dataset(dataset or "", index)
 
 
@@ -66,7 +67,7 @@ RETRIEVERS: dict[str, tuple[Callable[[KnowledgeIndex], Retriever], tuple[str, ..
     "sa-rag": (_sa_rag, ("embed_passages_s", "chroma_s", "graph_s"), "mentions"),
     # the same with the subgraph capped at 2000 triples: a speed option, not the paper's
     "sa-rag-cap2000": (_sa_rag_capped, ("embed_passages_s", "chroma_s", "graph_s"), "mentions"),
-    # KG-Infused RAG with paper defaults and its LLM-free substitutes (METHODS.md §1(e))
+    # KG-Infused RAG with paper defaults and its LLM-free substitutes (docs/methods.md §1(e))
     "kg-infused": (KGInfusedRetriever, ("embed_passages_s", "chroma_s", "graph_s"), "mentions"),
     # FRAG on a corpus graph: heuristic router, bi-encoder chain scores, passages of path entities
     "frag": (FRAGRetriever, ("embed_passages_s", "chroma_s", "graph_s"), "mentions"),
@@ -95,7 +96,7 @@ for _name, _untuned in (("translator-llm", False), ("translator-llm-untuned", Tr
 
 
 def _know3_factory(base: str) -> Callable[..., Retriever]:
-    """Know³-RAG's LLM-free loop (KG-verified retrieval, METHODS.md §5(e)) around ``base``; the
+    """Know³-RAG's LLM-free loop (KG-verified retrieval, docs/methods.md §5(e)) around ``base``; the
     KGE of the index graph is loaded or trained on first use (``prepare``)."""
 
     def factory(index: KnowledgeIndex, dataset: str | None = None, **opts: Any) -> Retriever:
@@ -119,15 +120,18 @@ RETRIEVERS["know3"] = (_know3_factory("activation"), RETRIEVERS["activation"][1]
 DATASET_AWARE.add("know3")
 
 
-def parse_retriever_opts(specs: Sequence[str]) -> dict[str, dict[str, list[Any]]]:
+def parse_retriever_opts(specs: Sequence[str], known: Sequence[str] = ()) -> dict[str, dict[str, list[Any]]]:
     """``["translator.alpha=1,3,5", "translator.beta=1,3"]`` -> ``{"translator": {"alpha": [1, 3, 5],
-    "beta": [1, 3]}}`` (values parsed as int, float, true/false, none, else kept as strings)."""
+    "beta": [1, 3]}}`` (values parsed as int, float, true/false, none, else kept as strings).
+    A name spelling one of ``known`` with ``_`` for ``-`` (``kg_infused.rounds=2``) is keyed by
+    the ``known`` spelling."""
     out: dict[str, dict[str, list[Any]]] = {}
     for spec in specs:
         name, sep, rest = spec.partition(".")
         key, eq, values = rest.partition("=")
         if not (sep and eq and name and key and values):
             raise ValueError(f"--retriever-opt {spec!r}: use RETRIEVER.OPTION=V1[,V2...], e.g. translator.alpha=1,3,5")
+        name = resolve_name(name, known)
         out.setdefault(name, {})[key] = [_opt_value(v.strip()) for v in values.split(",") if v.strip()]
     return out
 
@@ -257,6 +261,7 @@ def run_bench(
         return report
     if ds0.corpus is None:
         raise ValueError(f"{dataset} has neither a corpus nor a knowledge graph to retrieve from")
+    retrievers = resolve_names(retrievers, RETRIEVERS)  # kg_infused -> kg-infused
     unknown = [r for r in retrievers if r not in RETRIEVERS]
     if unknown:
         raise ValueError(f"unknown retriever(s) {unknown}; available: {', '.join(RETRIEVERS)}")
@@ -275,7 +280,7 @@ def run_bench(
         "index_open_or_build_seconds": round(time.perf_counter() - t0, 2),
         "results": {},
     }
-    opts = parse_retriever_opts(retriever_opts)
+    opts = parse_retriever_opts(retriever_opts, retrievers)
     for name in [n for n in opts if n not in retrievers]:
         raise ValueError(f"--retriever-opt names {name!r}, which is not among --retrievers")
     for name in retrievers:

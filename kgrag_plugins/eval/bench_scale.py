@@ -1,4 +1,4 @@
-"""``kgrag bench-scale --kg``: a Wikidata5M-size KG imported, saved and opened memory-mapped (issue 19, items 1 and 6).
+"""``kgrag bench-scale --kg``: a Wikidata5M-size KG imported, saved and opened memory-mapped.
 
 Phases, each in a fresh Python process so its time and peak RSS are its own:
 
@@ -24,7 +24,7 @@ Phases, each in a fresh Python process so its time and peak RSS are its own:
      route, 2 hops, topic entity given, zero-shot relation/path scoring with MiniLM) on
      ``--frag-queries`` random seeds; its construction time is reported apart.
 
-``kgrag bench-scale --corpus`` (issue 19 item 2: a large passage corpus built, extended and
+``kgrag bench-scale --corpus`` (a large passage corpus built, extended and
 queried) is :mod:`kgrag_plugins.eval.bench_scale_corpus`.
 
 Generated files are large (~1.2 GB at full scale): keep ``--out-dir`` under /tmp, never in a
@@ -462,9 +462,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--out-dir", type=Path, required=True, help="generated files and DIR/index (keep under /tmp)")
     p.add_argument("--json", type=Path, default=None, help="write the result JSON here")
     p.add_argument("--markdown", type=Path, default=None, help="write the table here (default: JSON path .md)")
-    p.add_argument("--entities", type=int, default=4_600_000)
-    p.add_argument("--triples", type=int, default=21_000_000)
-    p.add_argument("--relations", type=int, default=822)
+    p.add_argument("--entities", type=int, default=4_600_000, help="--kg: entities of the synthetic KG")
+    p.add_argument("--triples", type=int, default=21_000_000, help="--kg: triple lines of the synthetic KG")
+    p.add_argument("--relations", type=int, default=822, help="--kg: relations of the synthetic KG")
     p.add_argument(
         "--queries", type=int, default=100, help="--kg: 2-hop activation seeds; --corpus: questions per retriever"
     )
@@ -484,7 +484,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         help="--corpus: passage embedder for every phase (default: MiniLM on sentence-transformers)",
     )
     p.add_argument("--frag-queries", type=int, default=100, help="FRAG queries measured (after one warm-up query)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="random seed of the generated data and the queries")
     p.set_defaults(func=run)
     return p
 

@@ -1,4 +1,4 @@
-"""``kgrag bench-scale --corpus``: a large passage corpus built, extended and queried (issue 19, items 2 and 6).
+"""``kgrag bench-scale --corpus``: a large passage corpus built, extended and queried.
 
 Phases, each in a fresh Python process so its time and peak RSS (``VmHWM``) are its own:
 

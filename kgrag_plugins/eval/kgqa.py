@@ -29,18 +29,18 @@ Retrievers (:data:`KGQA_RETRIEVERS`; ``retriever_config`` in the report spells e
 
 - ``frag-zeroshot-simple`` / ``frag-zeroshot-complex``: the paper's two pipelines (FRAG §5.3's
   FRAG-Simple / FRAG-Complex ablation) for every question: no trained path ranker, no
-  chain-guided completion; paths scored by the bi-encoder chain cosine (the substitute METHODS.md
+  chain-guided completion; paths scored by the bi-encoder chain cosine (the substitute docs/methods.md
   §2(e) allows for the unavailable cross-encoder).
 - ``frag-zeroshot``: routed by the LLM-free heuristic, the paper's pipelines, nothing trained.
 - ``frag`` (default): routed by the trained classifier, with **our additions** (not in the
   paper): the trained relation-chain path ranker and chain-guided completion in the complex
-  pipeline (``chain_beam=3``; since issue 20 over the whole graph with set semantics), equal
+  pipeline (``chain_beam=3``; over the whole graph with set semantics), equal
   path scores broken by the number of supporting paths, and a simple route overridden when the
   ranker's most probable chain is longer than δ (``FRAGRetriever`` defaults).
 - ``frag-ranked-simple`` / ``frag-ranked-complex``: one pipeline for every question with our
-  additions (what the ablation rows measured before issue 13).
+  additions (what the ablation rows measured in earlier releases).
 - ``know3:frag``: ``frag`` plus Know³ KG completion (KGE-predicted missing facts along FRAG's
-  predicted relation chain, verified by the KGE verifier; issue 15,
+  predicted relation chain, verified by the KGE verifier;
   :mod:`~kgrag_plugins.eval.kgqa_know3`). Its results add ``answer_sources`` (how many top
   answers came from KB paths vs completion) and ``hits@1_by_source``.
 
@@ -66,6 +66,7 @@ from ..datasets.metrics import accuracy_raw, hits_at_1, normalize_answer, percen
 from ..index.store import KnowledgeIndex
 from ..methods.frag import FRAGRetriever
 from ..methods.frag.hop_classifier import COMPLEX, HopClassifier, strip_topic_marks
+from ..names import resolve_names
 
 #: name -> (mode, trained router, trained path ranker + chain completion (our additions)).
 _CONFIGS: dict[str, tuple[str, bool, bool]] = {
@@ -78,13 +79,13 @@ _CONFIGS: dict[str, tuple[str, bool, bool]] = {
     "know3:frag": ("auto", True, True),
 }
 KGQA_RETRIEVERS = tuple(_CONFIGS)
-#: Names before issue 13: they meant the pipelines *with* our trained path ranker.
+#: Former names: they meant the pipelines *with* our trained path ranker.
 RENAMED = {
     "frag-simple": "frag-zeroshot-simple (the paper's pipeline) or frag-ranked-simple (with our path ranker)",
     "frag-complex": "frag-zeroshot-complex (the paper's pipeline) or frag-ranked-complex (with our path ranker)",
 }
 COVERAGE_K = 32
-#: Training questions per hop count (other questions of the same split). 3,000 since issue 20: with
+#: Training questions per hop count (other questions of the same split). 3,000: with
 #: 1,000 the ranker put "which person wrote [F]" on ``directed_by`` (4 of the 22 1-hop misses on
 #: the 500-per-hop sample); 2,000, 3,000 and every remaining question fix them (docs/frag.md).
 TRAIN_PER_HOP = 3000
@@ -99,7 +100,7 @@ def retriever_config(name: str) -> dict[str, Any]:
         **(extra if name.startswith("know3:") else {}),
         "pipeline": mode,
         "router": router,
-        "path_scorer": "trained path ranker" if additions else "bi-encoder chain cosine (METHODS.md §2(e))",
+        "path_scorer": "trained path ranker" if additions else "bi-encoder chain cosine (docs/methods.md §2(e))",
         "chain_beam": 3 if additions else 0,
         "paper_pipeline": not additions,
         "additions": (
@@ -284,6 +285,7 @@ def run_kgqa_bench(
     from ..train.path import train_path_ranker
     from .kgqa_know3 import TUNE_PER_HOP, isolated_topics, keep_kb
 
+    retrievers = resolve_names(retrievers, (*KGQA_RETRIEVERS, *RENAMED))  # frag_zeroshot -> frag-zeroshot
     _check_names(retrievers)
     if labels not in LABEL_SOURCES:
         raise ValueError(f"labels must be one of {', '.join(LABEL_SOURCES)}, got {labels!r}")

@@ -1,7 +1,7 @@
-"""Know³ on the KGQA bench (issue 15 item 6): an incomplete KB and FRAG + KGE completion.
+"""Know³ on the KGQA bench: an incomplete KB and FRAG + KGE completion.
 
 ``kgrag bench --dataset metaqa --kb-keep 0.5 --retrievers frag,know3:frag``
-(Know³-RAG §4.3 global prediction, App. A; METHODS.md §5(a) step 4; the classical
+(Know³-RAG §4.3 global prediction, App. A; docs/methods.md §5(a) step 4; the classical
 "half KB" test of KGQA with KG embeddings, EmbedKGQA ACL 2020):
 
 - **Incomplete KB** (:func:`keep_kb`): a fixed-seed random fraction ``kb_keep`` of the KB's

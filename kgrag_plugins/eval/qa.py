@@ -1,8 +1,8 @@
-"""``kgrag bench --qa``: end-to-end QA with the papers' baselines as variants (issue 16 items 6-7).
+"""``kgrag bench --qa``: end-to-end QA with the papers' baselines as variants.
 
 Systems (``--systems``, default: all available):
 
-* KG-Infused RAG and its ablations (METHODS.md §1(a), Tables 2/5), built from the public steps of
+* KG-Infused RAG and its ablations (docs/methods.md §1(a), Tables 2/5), built from the public steps of
   :class:`~kgrag_plugins.methods.kg_infused.KGInfusedRetriever`, with the paper's answer prompt
   (Table 9, the ``Passages:`` slot holding the note):
 
@@ -16,12 +16,12 @@ Systems (``--systems``, default: all available):
   Each variant runs on its own (the paper computes them in one pass sharing the activation), so
   the LLM calls per question are each variant's own.
 * Agent systems from :data:`kgrag_plugins.agents.AGENTS` (looked up at run time): Self-Ask /
-  Self-RAG with and without KG-Infused (METHODS.md §6.1-6.2), CoT-RAG, SA-RAG + CoT,
+  Self-RAG with and without KG-Infused (docs/methods.md §6.1-6.2), CoT-RAG, SA-RAG + CoT,
   decomposition (§6.3), the hop-aware front door. Their retrieve step is the dense retriever,
   or SA-RAG's for ``sa-rag+cot`` and ``sa-rag+decomposition`` (the ``decomposition`` agent over
   SA-RAG, the paper's ``hybrid_agent``; :data:`AGENT_RETRIEVER`, :data:`AGENT_ALIASES`).
 
-Metrics per system (METHODS.md §1(f), §9): ``em`` / ``f1`` (SQuAD, max over gold aliases),
+Metrics per system (docs/methods.md §1(f), §9): ``em`` / ``f1`` (SQuAD, max over gold aliases),
 ``acc`` (gold contained after SQuAD normalisation), ``acc_raw`` (KG-Infused's raw lower-case
 substring) and ``f1_last_alias`` (F1 against the last gold alias only, the function KG-Infused's
 code reports; compare with its tables through this one). LLM calls and prompt / completion
@@ -61,6 +61,7 @@ from ..methods.kg_infused.retriever import MAX_ANSWER_CHARS, KGInfusedMemory
 from ..methods.sa_rag import SARAGRetriever
 from ..models.llm import LLMError
 from ..models.replies import check_text, complete_validated
+from ..names import name_key, resolve_name
 from ..types import Answer, Evidence
 from .bench import DATASET_AWARE, RETRIEVERS, _opt_grid, _write, parse_retriever_opts
 from .qa_meter import MeteredLLM
@@ -76,12 +77,13 @@ __all__ = [
     "available_systems",
     "kg_infused_system",
     "qa_markdown_table",
+    "resolve_systems",
     "run_qa_bench",
 ]
 
 logger = logging.getLogger(__name__)
 
-#: KG-Infused RAG and its ablations (METHODS.md §1(a)).
+#: KG-Infused RAG and its ablations (docs/methods.md §1(a)).
 KG_INFUSED_VARIANTS = ("no-retrieval", "vanilla-rag", "vanilla-qe", "qe-only", "ka-only", "full")
 
 #: The variants that use the KG (``kg-infused.*`` options apply to them; the other three run once).
@@ -240,6 +242,19 @@ def available_systems() -> list[str]:
     found = [n for n in agents.AGENTS if _agent_ready(agents, n)] if agents is not None else []
     found += [alias for alias, agent in AGENT_ALIASES.items() if agent in found]
     return list(KG_INFUSED_VARIANTS) + found
+
+
+def resolve_systems(systems: Sequence[str]) -> list[str]:
+    """The registered spelling of each QA system (``self_ask+kg_infused`` -> ``self-ask+kg-infused``,
+    ``vanilla_rag:sa_rag`` -> ``vanilla-rag:sa-rag``); unknown names are kept for
+    :func:`check_systems` to report."""
+    known = available_systems()
+    out = []
+    for s in systems:
+        if name_key(s).startswith(VANILLA_RAG_PREFIX):
+            s = VANILLA_RAG_PREFIX + resolve_name(s[len(VANILLA_RAG_PREFIX) :], RETRIEVERS)
+        out.append(resolve_name(s, known))
+    return out
 
 
 def check_systems(systems: Sequence[str]) -> None:
@@ -439,10 +454,10 @@ def run_qa_bench(
         ds = Dataset(ds.name, ds.questions[:limit], ds.corpus)
     if ds.corpus is None:
         raise ValueError(f"{ds.name} has no passage corpus: the QA bench needs one")
-    systems = list(systems) if systems else available_systems()
+    systems = resolve_systems(systems) if systems else available_systems()
     check_systems(systems)
-    opts = parse_retriever_opts(retriever_opts)
     used = {t for s in systems for t in _option_targets(s)}
+    opts = parse_retriever_opts(retriever_opts, sorted(used))
     for name in opts:
         if name not in used:
             raise ValueError(

@@ -1,13 +1,13 @@
-"""The deterministic LLM behind ``kgrag bench --qa --llm scripted`` (issue 16 item 6).
+"""The deterministic LLM behind ``kgrag bench --qa --llm scripted``.
 
 :class:`ScriptedQALLM` recognises each prompt kind the QA systems send and replies in the format
 that prompt asks for, so every system runs end to end offline:
 
-* KG-Infused RAG (METHODS.md §1(c), App. D.1): triple selection / update (the first candidate
+* KG-Infused RAG (docs/methods.md §1(c), App. D.1): triple selection / update (the first candidate
   triples copied verbatim), summary (``"head relation tail."`` sentences), query expansion (the
   question plus the summary's first words), note (each passage's title and first sentence),
   augmentation (the note plus the summary), answer with / without retrieval.
-* SA-RAG + CoT (METHODS.md §6.3): the reasoning JSON (one follow-up question, then
+* SA-RAG + CoT (docs/methods.md §6.3): the reasoning JSON (one follow-up question, then
   ``answer_possible``) and the answering JSON ``{"reasoning", "final_answer"}``.
 * Self-Ask (§6.1): ``Follow up:`` once, then ``So the final answer is:``.
 * Self-RAG (§6.2): the prompted critiques get ``Yes`` / ``Relevant`` / ``Fully`` / ``5``; the

@@ -1,11 +1,11 @@
 """Pictures of FRAG's reasoning paths and of Know³'s verifier scores (PNG / self-contained HTML).
 
-* :func:`draw_paths`: FRAG (paper §3.2-3.3, METHODS.md §2) returns its top reasoning paths as
+* :func:`draw_paths`: FRAG (paper §3.2-3.3, docs/methods.md §2) returns its top reasoning paths as
   ``Fact(kind="path")`` with ``data = {"nodes", "relations", "inverse", "answer", "hops"}``; the
   picture merges them: topic entities at hop 0, every later entity at its position on a path, one
   edge per path step labelled with its relation (drawn in the KG's direction: ``inverse`` steps
   point back).
-* :func:`draw_verification`: Know³ (paper §3.2, Eq. 3-5; METHODS.md §5) scores each checked triple
+* :func:`draw_verification`: Know³ (paper §3.2, Eq. 3-5; docs/methods.md §5) scores each checked triple
   with a KG embedding (relative rank, lower = more plausible) and compares the mean with θ_t;
   the picture shows the triples, each edge labelled with its relation and score, and the decision in
   the title.

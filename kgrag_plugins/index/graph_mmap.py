@@ -1,4 +1,4 @@
-"""Memory-mapped storage of a knowledge graph's columns (issue 19, item 1).
+"""Memory-mapped storage of a knowledge graph's columns.
 
 A curated KG of Wikidata5M's size (4.6M entities, 21M triples) must open in seconds and a few
 hundred MB: nothing may be parsed or built per entity at open. :func:`save_mapped` writes the

@@ -1,4 +1,4 @@
-"""ParseKG: the sentence-level hypergraph of KG-Translator §3.2 (METHODS.md §3(a) step 1).
+"""ParseKG: the sentence-level hypergraph of KG-Translator §3.2 (docs/methods.md §3(a) step 1).
 
 Every sentence ``s`` of the corpus gives one hyperrelation ``r_s``: the sentence text with its
 entity mentions masked as ``##``. Its entities split into **head** entities (syntactic subject,

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
+from ..names import resolve_name
+
 if TYPE_CHECKING:  # pragma: no cover
     from ..methods.base import Retriever
     from ..types import Evidence, Fact, ScoredPassage
@@ -127,7 +129,7 @@ def make_method(index: Any, method: str = "activation", *, llm: Any = None, **op
     """
     from ..models.llm import as_llm
 
-    key = method.replace("-", "_").lower()
+    key = resolve_name(method, METHODS)  # kg-infused -> kg_infused
     if key not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {', '.join(sorted(METHODS))}")
     if llm is not None:
@@ -226,9 +228,12 @@ def fact_id(fact: Fact) -> str:
 
 
 def fact_metadata(fact: Fact, *, retriever: str = "") -> dict[str, Any]:
-    """The fact's flat data (its own ``kind`` / ``title`` keys renamed ``fact_*``) plus ``kind``."""
+    """The fact's flat data (its own ``kind`` / ``title`` keys renamed ``fact_*``) plus ``kind``;
+    ``masked``: the raw text with its ``##`` / ``@@`` marks, when the shown text differs from it."""
     meta = {f"fact_{k}" if k in ("kind", "title") else k: v for k, v in small_metadata(fact.data).items()}
     meta["kind"] = fact.kind
+    if fact.display != fact.text:
+        meta.setdefault("masked", fact.text)
     if retriever:
         meta["retriever"] = retriever
     return meta
@@ -264,7 +269,7 @@ def scored_items(
     facts = select_facts(evidence, include_facts, max_facts)
     rel = None
     if score == "cosine" and index is not None:
-        rel = relevance_scores(index, evidence.query, evidence.passage_ids, [f.text for f in facts])
+        rel = relevance_scores(index, evidence.query, evidence.passage_ids, [f.display for f in facts])
     items = []
     for i, sp in enumerate(evidence.passages):
         meta = passage_metadata(sp, retriever=retriever, rank=i + 1)
@@ -282,5 +287,5 @@ def scored_items(
         s = float(f.score)
         if rel is not None:
             meta["method_score"], s = s, rel[1][j]
-        items.append(ScoredItem(fid, f.text, s, meta))
+        items.append(ScoredItem(fid, f.display, s, meta))
     return items

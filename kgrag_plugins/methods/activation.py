@@ -1,4 +1,4 @@
-"""Spreading-activation engine shared by KG-Infused RAG (METHODS.md §1) and SA-RAG (§4).
+"""Spreading-activation engine shared by KG-Infused RAG (docs/methods.md §1) and SA-RAG (§4).
 
 Both methods start from seed entities found by embedding similarity, grow an activated part of
 the knowledge graph round by round (KG-Infused: LLM/embedding triple selection over a frontier;
@@ -30,10 +30,10 @@ import numpy as np
 
 from ..index.graph import KnowledgeGraph
 from ..index.store import KnowledgeIndex
-from ..types import Evidence, Fact, ScoredPassage
+from ..types import Evidence, Fact, ScoredPassage, note_fallback
 from .base import Retriever
 
-#: KG-Infused RAG caps (METHODS.md §1(b)).
+#: KG-Infused RAG caps (docs/methods.md §1(b)).
 MAX_TRIPLES_PER_ENTITY = 50
 MAX_ENTITIES_PER_ROUND = 10
 #: From this many nodes (entities + passages; about 40k passages of Wikipedia text) the
@@ -43,7 +43,7 @@ PUSH_MIN_NODES = 150_000
 #: 100k-passage index the top-5 passages match exact PageRank as often as at 1e-5 (99 of 100
 #: questions), and forced on the four shared halves R@5 equals power iteration on all four.
 PUSH_EPS = 5e-5
-#: BM25 top passages added as activation sources (chosen leave-one-dataset-out, issue 20).
+#: BM25 top passages added as activation sources (chosen leave-one-dataset-out).
 DEFAULT_BM25_SEEDS = 1
 
 
@@ -154,7 +154,7 @@ def spread_bfs(
     seeds: Sequence[Any],
     activation: dict[Any, float] | None = None,
 ) -> dict[Any, float]:
-    """SA-RAG spreading activation (METHODS.md §4(b); code ``_diffusion_process``).
+    """SA-RAG spreading activation (docs/methods.md §4(b); code ``_diffusion_process``).
 
     For each seed in order: ``a(seed) = max(1, a(seed))``; a BFS from the seed with a fresh
     visited set expands every node at most once, using its activation at expansion time, and
@@ -367,8 +367,10 @@ class ActivationRetriever(Retriever):
     Passages are ranked by the activation they end with. This is the fusion with the dense
     ranking: dense evidence enters as activation at the passage nodes, graph evidence moves
     it to passages that share entities with the question and with the best dense hits (the
-    bridge passages of multi-hop questions). A question with no linked entity and no passage
-    vectors falls back to dense search.
+    bridge passages of multi-hop questions). Passage scores are the PPR mass each passage ends
+    with (``score_kind``). A question with no linked entity spreads from the passage seeds only
+    (``trace["fallback"]``: ``"passage seeds only"``, ``"no entity found"``); with no passage
+    vectors either it falls back to dense search.
 
     **Bridge expansion** (``bridge`` slots, 2; 0 turns it off): the last ``bridge`` places of
     the top-k (at most half of k) go to the passages whose *titles the first-ranked passage
@@ -392,6 +394,7 @@ class ActivationRetriever(Retriever):
     """
 
     name = "activation"
+    score_kind = "PPR mass"
 
     def __init__(
         self,
@@ -504,7 +507,7 @@ class ActivationRetriever(Retriever):
             w /= w.sum()
             s[n_e + top] += w
             psg_w = [(int(i), float(x)) for i, x in zip(top, w)]
-        if self.bm25_seeds > 0:  # BM25 top passages, softmax of their scores, mass 1 (issue 20)
+        if self.bm25_seeds > 0:  # BM25 top passages, softmax of their scores, mass 1
             hits = self.index.passages.bm25_search(query, self.bm25_seeds)
             if hits:
                 pos = np.array([self.index.passages.position(p.id) for p, _ in hits])
@@ -570,12 +573,16 @@ class ActivationRetriever(Retriever):
         trace: dict[str, Any] = {"retriever": self.name}
         if sources.sum() <= 0:  # no linked entity and an index without passage vectors
             hits = self.index.passages.dense_search(qvec, k)
-            trace["fallback"] = "dense"
+            trace["score_kind"] = "cosine"
+            note_fallback(trace, "dense", "no entity found and no passage seeds")
             return Evidence(query, [ScoredPassage(p, s) for p, s in hits], trace=trace)
+        if not ent_w:
+            note_fallback(trace, "passage seeds only", "no entity found")
         act = self.spread(sources)
         ent, psg = act[: self._n_e], act[self._n_e :]
         if self.fusion == "rrf" and sims is not None:
             psg = _rrf(psg, sims.full() if isinstance(sims, _Cosines) else sims)
+            trace["score_kind"] = "fusion rank (RRF)"
         n = min(k, len(psg))
         top = np.argpartition(-psg, n - 1)[:n] if n else np.zeros(0, int)
         top = [int(i) for i in top[np.argsort(-psg[top], kind="stable")] if psg[i] > 0]

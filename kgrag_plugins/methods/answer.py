@@ -26,7 +26,7 @@ def format_evidence(evidence: Evidence, max_passages: int = 5) -> str:
     ]
     out = data_block("passages", lines)
     if evidence.facts:
-        out += "\nFacts:\n" + data_block("facts", [f"- {f.text}" for f in evidence.facts])
+        out += "\nFacts:\n" + data_block("facts", [f"- {f.display}" for f in evidence.facts])
     return out
 
 

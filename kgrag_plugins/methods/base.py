@@ -12,6 +12,12 @@ Two guarantees live here so that every method gets them the same way:
   from; every public entry calls :meth:`Retriever._sync_index`, which runs the subclass's
   :meth:`Retriever._refresh` hook once when the revision moved. So new passages are retrievable
   and deleted ones are never returned, without rebuilding the retriever.
+- **Honest output.** Every :class:`~kgrag_plugins.types.Evidence` that ``retrieve`` returns says
+  what its passage scores are (``trace["score_kind"]``, default the class's :attr:`Retriever.score_kind`),
+  says when an LLM step fell back to its LLM-free path (``trace["fallback"]``, derived from the
+  ``llm_error`` entries; retrievers record their own fallbacks with
+  :func:`~kgrag_plugins.types.note_fallback`), and carries facts with entity names instead of
+  ``##`` masks (:func:`~kgrag_plugins.methods.facts.readable_facts`).
 """
 
 from __future__ import annotations
@@ -23,7 +29,8 @@ import threading
 from abc import ABC, abstractmethod
 from typing import Any
 
-from ..types import Evidence
+from ..types import SCORE_KIND_KEY, Evidence, fallbacks_of, note_fallback
+from .facts import readable_facts
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +59,20 @@ def check_query_k(query: Any, k: Any) -> tuple[str, int]:
     return query, int(k)
 
 
+def note_llm_fallback(trace: dict[str, Any]) -> None:
+    """Record the LLM steps that took their LLM-free path (``trace["llm_error"]`` /
+    ``["llm_errors"]`` entries, :func:`~kgrag_plugins.models.replies.complete_validated`) as a
+    fallback, unless the retriever already recorded one naming the last error."""
+    errors = [e for key in ("llm_error", "llm_errors") for e in (trace.get(key) or []) if isinstance(e, dict)]
+    if not errors:
+        return
+    last = errors[-1]
+    if any(str(last.get("error", "")) in f["reason"] for f in fallbacks_of(trace)):
+        return
+    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+    note_fallback(trace, "the LLM-free path", f"LLM error in {last.get('step', '?')}: {last.get('error', '?')}{more}")
+
+
 class Retriever(ABC):
     """``retrieve(query, k) -> Evidence``; ``aretrieve`` runs it off the event loop by default.
 
@@ -63,6 +84,9 @@ class Retriever(ABC):
 
     #: Short name used by ``kgrag bench --retrievers``.
     name: str = "retriever"
+    #: What the passage scores are (``Evidence.score_kind``; higher is better); a retriever whose
+    #: scores change kind per call (a fallback, a fusion option) sets ``trace["score_kind"]`` itself.
+    score_kind: str = "retriever score"
     #: ``index.revision`` the derived state was built from (``None``: no index, or one without
     #: a revision counter).
     _index_revision: int | None = None
@@ -100,7 +124,14 @@ class Retriever(ABC):
         """Evidence for ``query``: at most ``k`` passages (plus facts / trace, per method)."""
         query, k = check_query_k(query, k)
         self._sync_index()
-        return self._retrieve(query, k)
+        return self._finish(self._retrieve(query, k))
+
+    def _finish(self, ev: Evidence) -> Evidence:
+        """The house guarantees on a method's Evidence (module docstring, "Honest output")."""
+        ev.trace.setdefault(SCORE_KIND_KEY, self.score_kind)
+        note_llm_fallback(ev.trace)
+        readable_facts(ev.facts, self.index)
+        return ev
 
     async def aretrieve(self, query: str, k: int = 5) -> Evidence:
         """:meth:`retrieve` in a worker thread; bad arguments raise before the thread starts."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..index.store import KnowledgeIndex
-from ..types import Evidence, ScoredPassage
+from ..types import Evidence, ScoredPassage, note_fallback
 from .base import Retriever
 
 
@@ -13,6 +13,7 @@ class DenseRetriever(Retriever):
     """Cosine similarity between the query and ``title + "\\n" + text`` vectors, via Chroma."""
 
     name = "dense"
+    score_kind = "cosine"
 
     def __init__(self, index: KnowledgeIndex, *, exact: bool = False):
         self.index = index
@@ -29,6 +30,7 @@ class BM25Retriever(Retriever):
     """Okapi BM25 (bm25s, English stopwords, Snowball stemming) over ``title + text``."""
 
     name = "bm25"
+    score_kind = "BM25"
 
     def __init__(self, index: KnowledgeIndex):
         self.index = index
@@ -46,6 +48,7 @@ class HybridRetriever(Retriever):
     """
 
     name = "hybrid"
+    score_kind = "fusion rank (RRF)"
 
     def __init__(self, index: KnowledgeIndex, *, rrf_k: int = 60, candidates: int = 50):
         self.index = index
@@ -74,11 +77,13 @@ class PPRRetriever(Retriever):
     Question entities are linked by :func:`~kgrag_plugins.index.builders.linking.link_question`
     (NER + name n-grams against the graph). PPR (damping 0.5, HippoRAG's setting, undirected)
     runs from them; a passage scores the PPR mass of the entities it mentions
-    (``link_matrix.T @ ppr``). Questions that link to no entity fall back to dense retrieval.
+    (``link_matrix.T @ ppr``). Questions that link to no entity fall back to dense retrieval
+    (``trace["fallback"]``, cosine scores).
     Needs a graph linked to the passages (``builder="mentions"`` or ``"parsekg"``).
     """
 
     name = "ppr"
+    score_kind = "PPR mass"
 
     def __init__(self, index: KnowledgeIndex, *, damping: float = 0.5):
         if index.graph.num_entities == 0:
@@ -104,7 +109,8 @@ class PPRRetriever(Retriever):
         seeds = link_question(self.index.graph, query, names=self._names)
         if not seeds:
             ev = self._dense.retrieve(query, k)
-            ev.trace.update(retriever=self.name, fallback="dense", seeds=[])
+            ev.trace.update(retriever=self.name, seeds=[], score_kind=DenseRetriever.score_kind)
+            note_fallback(ev.trace, "dense", "no entity found")
             return ev
         ppr = self.index.graph.personalized_pagerank({s: 1.0 for s in seeds}, damping=self.damping)
         scores = self._links @ ppr

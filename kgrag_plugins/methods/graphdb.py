@@ -3,7 +3,7 @@ KG-Translator; the storage they read is :mod:`kgrag_plugins.index.graphdb`): per
 the seeds' subgraph, run in memory.
 
 :class:`DBActivationRetriever` (the recommended ``activation`` retriever, spreading activation by
-personalized PageRank) and :class:`DBFRAGRetriever` (FRAG, METHODS.md §2) find their seeds
+personalized PageRank) and :class:`DBFRAGRetriever` (FRAG, docs/methods.md §2) find their seeds
 exactly as the in-memory retrievers do (question linking over the database's entity table,
 dense passage seeds over the passage store), ask :meth:`PropertyGraphKG.subgraph_for` for the
 seeds' neighbourhood, and run the unchanged in-memory retriever over a view of the index whose

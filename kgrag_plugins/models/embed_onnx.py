@@ -1,4 +1,4 @@
-"""all-MiniLM-L6-v2 on ONNX Runtime, fp32 or dynamically int8-quantised (issue 20 item 4).
+"""all-MiniLM-L6-v2 on ONNX Runtime, fp32 or dynamically int8-quantised.
 
 Index builds are bound by MiniLM on CPU. :class:`OnnxEmbedder` runs the same network, tokenizer
 (``tokenizer.json``, truncation at the model's ``max_seq_length``), mean pooling and L2

@@ -1,4 +1,4 @@
-"""Knowledge-graph embeddings for the Know³-RAG verifier (Know³-RAG §3.2 Eq. 2, App. A; METHODS.md §5(a)).
+"""Knowledge-graph embeddings for the Know³-RAG verifier (Know³-RAG §3.2 Eq. 2, App. A; docs/methods.md §5(a)).
 
 The paper scores triples with a ComplEx model (LibKGE's Wikidata5M checkpoint). Here a small
 torch implementation of ComplEx, RotatE, TransE and DistMult is trained on an index's own graph

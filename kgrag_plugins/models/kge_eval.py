@@ -1,5 +1,5 @@
 """Batched filtered link-prediction evaluation and ROC-AUC for KG embeddings (Know³-RAG §3.2,
-METHODS.md §5(a): the ComplEx verifier; docs/kge.md "Evaluation").
+docs/methods.md §5(a): the ComplEx verifier; docs/kge.md "Evaluation").
 
 Filtered rank of a target tail ``t`` for the query ``(h, r, ·)``::
 

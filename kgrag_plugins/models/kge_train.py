@@ -1,4 +1,4 @@
-"""Training loop of :mod:`kgrag_plugins.models.kge` (Know³-RAG §3.2's ComplEx verifier; METHODS.md §5(a);
+"""Training loop of :mod:`kgrag_plugins.models.kge` (Know³-RAG §3.2's ComplEx verifier; docs/methods.md §5(a);
 docs/kge.md "Training").
 
 Per query ``(h, r, ·)`` (reciprocal relations included; batches hold one relation, except that

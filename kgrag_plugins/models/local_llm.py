@@ -23,13 +23,15 @@ Calls are serialised by a lock (one generation at a time: a 2-core CPU gains not
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
-from ..config import DEFAULT_LLM_DEADLINE, env_number
+from ..config import DEFAULT_LLM_DEADLINE, env_number, progress_enabled
 from .breaker import LLMResponseError, LLMTimeoutError
 from .logprobs import DEFAULT_TOP_LOGPROBS, Completion, TokenLogprob
 from .messages import Message, to_messages, truncate_at_stop
@@ -104,6 +106,21 @@ class _SchemaProcessor:
         return scores + mask
 
 
+@contextlib.contextmanager
+def _quiet_hf_bars() -> Iterator[None]:
+    """transformers' "Loading weights" bar only where ours may show (:func:`progress_enabled`)."""
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    if not progress_enabled(True):
+        hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
+
+
 class TransformersLLM:
     """A local transformers model as an :class:`~kgrag_plugins.models.llm.LLM` (module docstring).
 
@@ -139,7 +156,8 @@ class TransformersLLM:
             torch.set_num_threads(int(threads))
         t0 = time.perf_counter()
         self.tokenizer = AutoTokenizer.from_pretrained(self.path)
-        self.model = AutoModelForCausalLM.from_pretrained(self.path, dtype=getattr(torch, dtype))
+        with _quiet_hf_bars():
+            self.model = AutoModelForCausalLM.from_pretrained(self.path, dtype=getattr(torch, dtype))
         self.model.eval()
         if self.tokenizer.chat_template is None:
             raise ValueError(f"{self.path} has no chat template: TransformersLLM needs an instruct model")

@@ -1,4 +1,4 @@
-"""Token log-probabilities from LLM endpoints (for Self-RAG's critique scores, METHODS.md §6.2).
+"""Token log-probabilities from LLM endpoints (for Self-RAG's critique scores, docs/methods.md §6.2).
 
 Self-RAG scores each candidate generation from the probabilities of its reflection tokens
 (``run_short_form.py``), and the prompted variant for any instruct model reads the probability of

@@ -46,8 +46,8 @@ WORD_CHARS = "A-Za-z0-9\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u017f"
 #: no ``:`` ``*`` ``#`` ``<`` ``"`` or newline, so a phrase can open no marker, tag or JSON).
 PHRASE_CHARS = WORD_CHARS + " ,.'()&/%$?-"
 #: Characters of free prose after its first (notes, summaries, rewritten passages): a phrase's,
-#: plus ``:;!"`` quotes and dashes (:func:`prose_regex` adds the newline); still no ``<`` ``>`` backtick ``{`` ``}`` ``|`` or
-#: backslash, so a reply cannot turn into markup, code or JSON.
+#: plus ``:;!"`` quotes and dashes (:func:`prose_regex` adds the newline); still no ``<`` ``>``
+#: backtick ``{`` ``}`` ``|`` or backslash, so a reply cannot turn into markup, code or JSON.
 PROSE_CHARS = WORD_CHARS + " ,.'()&/%$?:;!\"\u2013\u2014\u2018\u2019\u201c\u201d-"
 #: Characters a regex must escape to mean themselves (Python ``re`` and Rust regex alike).
 _REGEX_META = frozenset("\\.+*?()|[]{}^$#&-~")

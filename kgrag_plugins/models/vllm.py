@@ -1,4 +1,4 @@
-"""Local vLLM backends (issue 18): a managed ``vllm serve`` subprocess and an offline engine.
+"""Local vLLM backends: a managed ``vllm serve`` subprocess and an offline engine.
 
 * :class:`VLLMServer` -- start ``vllm serve MODEL`` (own process group, log file, health check on
   ``/v1/models``), talk to it with :class:`~kgrag_plugins.models.llm.OpenAICompatibleLLM`, stop it by
@@ -320,7 +320,7 @@ class VLLMServer:
 
 # ---------------------------------------------------------------------- offline engine
 class VLLMEngine:
-    """Our LLM protocol over an in-process ``vllm.LLM`` (offline batched inference; issue 18).
+    """Our LLM protocol over an in-process ``vllm.LLM`` (offline batched inference).
 
     ``model`` is a local directory or hub id; ``engine_kwargs`` go to ``vllm.LLM`` (``dtype``,
     ``max_model_len``, ``enforce_eager``, ``tensor_parallel_size``, ``enable_lora``, ...);

@@ -1,5 +1,5 @@
 """KG-Translator's constrained decoding as a vLLM V1 logits processor (paper §3.3, Eq. 4-6;
-METHODS.md §3(a) steps 3-4, §7; issue 18).
+docs/methods.md §3(a) steps 3-4, §7).
 
 Load it into a server with ``--logits-processors kgrag_plugins.models.vllm_logits:KGTranslatorLogitsProcessor``
 (``VLLMServer(logits_processors=[FQCN])``) or offline with ``vllm.LLM(logits_processors=[FQCN])``

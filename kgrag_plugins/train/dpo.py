@@ -1,6 +1,6 @@
 # ruff: noqa: E501  (the judge prompt's paragraphs stay single lines, as the model sees them)
 """``kgrag train generator-dpo``: KG-Infused RAG's DPO of the generator (Wu et al., arXiv
-2506.09542, §3.7, App. D.2 and E; METHODS.md §1(b)).
+2506.09542, §3.7, App. D.2 and E; docs/methods.md §1(b)).
 
 **Data (§3.7, App. E).** The paper samples *one* pipeline stage, KG-guided knowledge augmentation
 (KA, Eq. 10): for a training question, run KG-Infused RAG for 1 and for 2 rounds of spreading
@@ -101,7 +101,7 @@ PAPER_SAMPLINGS: tuple[tuple[float, float], ...] = (
     (0.9, 0.8),
     (1.0, 0.7),
 )
-#: Max new tokens of every generation (METHODS §1(b)).
+#: Max new tokens of every generation (docs/methods.md §1(b)).
 MAX_NEW_TOKENS = 1000
 MAX_CANDIDATE_CHARS = 4000
 

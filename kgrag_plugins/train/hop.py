@@ -8,7 +8,7 @@ they were chosen (cross-validation on the train parts only): docs/frag.md "Hop c
 
 **Label sources** (``labels=``, ``kgrag train hop-classifier --labels``). FRAG labels a question
 by ``h_min``, the fewest KG hops from its topic entity to an answer entity: simple iff
-``h_min <= δ = 2`` (FRAG §3 "Preliminary", §4.2; METHODS.md §2(b)). :func:`hmin_hops` computes it
+``h_min <= δ = 2`` (FRAG §3 "Preliminary", §4.2; docs/methods.md §2(b)). :func:`hmin_hops` computes it
 by breadth-first search over the KG, edges walked both ways as FRAG's pipelines here walk them,
 from the topic to the *nearest* answer ("the minimum hops across all correct reasoning paths").
 ``"hmin"`` uses it where the dataset has a KG (MetaQA); datasets without one keep their own hop

@@ -1,4 +1,4 @@
-"""``kgrag train kge``: KG embeddings for the Know³-RAG verifier (Know³-RAG §3.2; METHODS.md §5(a)).
+"""``kgrag train kge``: KG embeddings for the Know³-RAG verifier (Know³-RAG §3.2; docs/methods.md §5(a)).
 
 * ``--index DIR``: train on a saved index's graph and store the model in its live generation
   (``gen-<id>/kge/``, :func:`~kgrag_plugins.index.kge.kge_for_index`).

@@ -1,5 +1,5 @@
 """Shared pieces of the LLM training recipes (``kgrag train translator`` / ``generator-dpo``):
-LoRA / QLoRA set-up, checkpoint resumption, and the merged, vLLM-ready export (issue 18 item 4).
+LoRA / QLoRA set-up, checkpoint resumption, and the merged, vLLM-ready export.
 
 * **LoRA** (Hu et al. 2021; not in the KG-Translator or KG-Infused papers, which fine-tune all
   parameters): :func:`lora_config` — ``r`` 16, ``alpha`` 32, dropout 0.05 on every linear

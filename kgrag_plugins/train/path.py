@@ -31,14 +31,14 @@ from ..methods.frag.path_ranker import (
 )
 from .common import graph_rows, sample_by_hops
 
-#: Hashed word uni/bigram features of the ranker (issue 20). Chosen with ``ties="set"`` on the
+#: Hashed word uni/bigram features of the ranker. Chosen with ``ties="set"`` on the
 #: training split of the MetaQA bench (2,996 labelled questions, 80/20 inside it); chain accuracy
 #: on the 20 % (1-hop / 2-hop / 3-hop): embedding only, uniform ties 0.980 / 0.952 / 0.953;
 #: +1024 word features 0.980 / 0.956 / 0.953; embedding only, set ties 0.980 / 0.952 / 0.953;
 #: both 0.980 / 0.961 / 0.953.
 LEXICAL_DIM = 1024
 #: ``kgrag train path-ranker``'s default question count (balanced over hops): 3,000 per MetaQA hop
-#: count, as the KGQA bench trains (``eval.kgqa.TRAIN_PER_HOP``; 1,000 per hop before issue 20).
+#: count, as the KGQA bench trains (``eval.kgqa.TRAIN_PER_HOP``; 1,000 per hop in earlier releases).
 PATH_RANKER_LIMIT = 9000
 
 
@@ -130,8 +130,8 @@ def train_path_ranker(
 ) -> tuple[PathRanker, dict[str, Any]]:
     """Label, split (``holdout`` of the labelled questions held out), train; return the ranker
     (trained on the train part) and a report with held-out chain accuracy. ``lexical_dim``: the
-    ranker's hashed word features (0 = embedding only, before issue 20); ``ties``: how tied label
-    chains train (:meth:`PathRanker.fit`; ``"uniform"`` before issue 20)."""
+    ranker's hashed word features (0 = embedding only, as in earlier releases); ``ties``: how tied label
+    chains train (:meth:`PathRanker.fit`; ``"uniform"`` in earlier releases)."""
     qs, chains, _, counts = label_questions(graph, questions, progress=progress)
     order = list(range(len(qs)))
     random.Random(seed).shuffle(order)

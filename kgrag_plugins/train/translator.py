@@ -1,6 +1,6 @@
 """``kgrag train translator``: SFT data and training recipe for KG-Translator's clue translator.
 
-**Data (paper App. F.1; METHODS.md §3(b)).** Every single-hop step ``(q, h*, p*, t*)`` (question,
+**Data (paper App. F.1; docs/methods.md §3(b)).** Every single-hop step ``(q, h*, p*, t*)`` (question,
 head entity, supporting passage, tail = the step's answer) becomes one ``(prompt, "ENTITY@@ RELATION")``
 pair:
 
@@ -40,7 +40,7 @@ as defaults: lr 1e-5, 1 epoch, cosine schedule, warmup ratio 0.1, batch 64 (per-
 gradient accumulation), max length 2048, full-parameter fine-tuning. ``trl`` / ``datasets`` are
 imported only inside :func:`train_translator` (extra ``kgrag-plugins[train]``).
 
-Our additions (issue 18, not in the paper; :mod:`.lora`): a LoRA adapter instead of the full
+Our additions (not in the paper; :mod:`.lora`): a LoRA adapter instead of the full
 fine-tune (r 16, alpha 32, dropout 0.05 on q/k/v/o/gate/up/down; lr 2e-4), QLoRA (4-bit base,
 bitsandbytes + CUDA), the merged vLLM-ready export, checkpoints every ``save_steps`` with
 ``resume``, and the trainer's progress bar (off with ``KGRAG_PROGRESS=0``).

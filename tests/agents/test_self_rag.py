@@ -1,4 +1,4 @@
-"""Self-RAG agent (METHODS.md §6.2): the score formula, best-passage selection, adaptive retrieval,
+"""Self-RAG agent (docs/methods.md §6.2): the score formula, best-passage selection, adaptive retrieval,
 drifting replies, the KG-Infused plug-in and user-written framework retrievers."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""KG-Infused RAG's raw Acc beside the SQuAD-normalised one (issue 13 item 12; METHODS.md §1(f)).
+"""KG-Infused RAG's raw Acc beside the SQuAD-normalised one (issue 13 item 12; docs/methods.md §1(f)).
 
 ``acc_raw``: any gold alias, lower-cased, is a substring of the lower-cased prediction, nothing
 else normalised. ``acc``: the same after SQuAD normalisation (punctuation and articles removed).

@@ -1,5 +1,5 @@
 """The KGQA bench's FRAG ablation rows are the paper's pipelines, and our additions are named
-(issue 13 item 10; FRAG §5.3 ablation, METHODS.md §2).
+(issue 13 item 10; FRAG §5.3 ablation, docs/methods.md §2).
 
 ``frag-zeroshot-simple`` / ``frag-zeroshot-complex`` run FRAG-Simple / FRAG-Complex with no
 trained path ranker and no chain-guided completion; ``frag`` keeps our additions and the report

@@ -90,7 +90,7 @@ def test_retrieve_node_sync_and_async(sample_index):
     out = node.invoke({"question": "Which river flows through Warsaw?", "trace": {"earlier": True}})
     assert [d.metadata["title"] for d in out["documents"]][0] == "Vistula" and len(out["documents"]) == 3
     assert out["facts"] == ["Warsaw mentions Vistula"]
-    assert out["trace"] == {"earlier": True, "retrieve": {"retriever": "dense"}}
+    assert out["trace"] == {"earlier": True, "retrieve": {"retriever": "dense", "score_kind": "cosine"}}
     aout = asyncio.run(node.ainvoke({"question": "x", "query": "Which river flows through Warsaw?"}))
     assert spy.calls[-1] == ("async", "Which river flows through Warsaw?", 3)  # query wins over question
     assert [d.id for d in aout["documents"]] == [d.id for d in out["documents"]]

@@ -114,7 +114,9 @@ def test_passages_become_scored_text_nodes(sample_index):
     llm_text = top.get_content(metadata_mode=MetadataMode.LLM)
     assert llm_text.startswith("title: Vistula") and "kind" not in llm_text and "rank" not in llm_text
     assert "retriever" not in top.get_content(metadata_mode=MetadataMode.EMBED)
-    assert r.last_trace == {"retriever": "dense"} and r.last_evidence.passage_ids == ev.passage_ids
+    assert (
+        r.last_trace == {"retriever": "dense", "score_kind": "cosine"} and r.last_evidence.passage_ids == ev.passage_ids
+    )
 
 
 def test_include_facts_on_and_off(sample_index):

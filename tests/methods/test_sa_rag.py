@@ -1,4 +1,4 @@
-"""SA-RAG (METHODS.md §4, §6.3): spreading-activation retrieval and the CoT loop.
+"""SA-RAG (docs/methods.md §4, §6.3): spreading-activation retrieval and the CoT loop.
 
 Most tests run on a hand-built six-entity index whose embedder maps each text to a designed
 vector, so every cosine (and hence every edge weight and activation) is known exactly:

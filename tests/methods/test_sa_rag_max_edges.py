@@ -1,6 +1,6 @@
 """SA-RAG's subgraph cap is a speed option, off by default (issue 13 item 13).
 
-SA-RAG (§3; METHODS.md §4(a) step 3) spreads over the whole directed h-hop closure of the
+SA-RAG (§3; docs/methods.md §4(a) step 3) spreads over the whole directed h-hop closure of the
 seeds: ``max_edges`` defaults to ``None``; a cap is opt-in, and when it cuts the trace says so.
 """
 

@@ -1,4 +1,4 @@
-"""KG-Translator constrained decoding through vLLM (issue 18 item 2; METHODS.md §3(a) steps 3-4):
+"""KG-Translator constrained decoding through vLLM (issue 18 item 2; docs/methods.md §3(a) steps 3-4):
 the kgrag V1 logits processor inside `vllm serve` makes 100 % of 100 questions' entities head
 entities and every relation a substring of that entity's hyperrelations; the same random model
 without it is mostly invalid; structured outputs are the fallback; a LoRA adapter is served.

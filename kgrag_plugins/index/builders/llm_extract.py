@@ -1,6 +1,6 @@
 """LLM entity/relation extraction into a :class:`KnowledgeGraph` (SA-RAG §5.3 indexing).
 
-Implements METHODS.md §4(a) "Indexing" steps 2-4 with the prompts of §4(c) (own wording, see
+Implements docs/methods.md §4(a) "Indexing" steps 2-4 with the prompts of §4(c) (own wording, see
 :mod:`.prompts`):
 
 1. Word-window chunking: ``max_words`` words with stride ``max_words - overlap`` (paper run
@@ -21,7 +21,7 @@ Deviations from the paper code (``hajdul88/graph_rag``):
   the names and aliases extracted from this chunk, then all names/aliases in the graph). The
   paper code matches the *extracted* surface name against the stored canonical name, so when
   resolution had merged an entity into a node with a different name, its Document link and its
-  RELATED_TO edges were silently dropped (METHODS §4(d)). Here such triples are kept; triples
+  RELATED_TO edges were silently dropped (docs/methods.md §4(d)). Here such triples are kept; triples
   whose endpoints do not resolve, and self-loops (both endpoints resolve to one entity), are
   dropped and counted in ``dropped_triples``.
 * Output shape: both calls declare their JSON schema (:data:`NER_SCHEMA`, :data:`RE_SCHEMA`, as
@@ -345,7 +345,7 @@ def _extract_chunk(llm: Any, text: str, key: str, model_key: str, cache_dir: Pat
 
 
 class _Resolver:
-    """Name/alias resolution against the graph (METHODS §4(a) step 4)."""
+    """Name/alias resolution against the graph (docs/methods.md §4(a) step 4)."""
 
     def __init__(self, graph: KnowledgeGraph) -> None:
         self.graph = graph
@@ -439,7 +439,7 @@ def build_llm_graph(
     nothing usable came from the LLM; ``kgrag index`` prints it as one line).
 
     Triple endpoints are resolved through the entity name/alias resolution (fixing the paper
-    code's silent drop of edges whose endpoint was merged under another name, METHODS §4(d));
+    code's silent drop of edges whose endpoint was merged under another name, docs/methods.md §4(d));
     unresolved endpoints are counted in ``dropped_triples``.
     """
     llm = as_llm(llm)

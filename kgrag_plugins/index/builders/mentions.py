@@ -1,6 +1,6 @@
 """LLM-free entity graph from passage titles and spaCy mentions (``builder="mentions"``).
 
-The graph the LLM-free spreading-activation (METHODS.md §1(e), §4(e)) and hop-aware plug-ins
+The graph the LLM-free spreading-activation (docs/methods.md §1(e), §4(e)) and hop-aware plug-ins
 run on:
 
 * **Entities**: one per passage title and one per distinct NER mention, merged by

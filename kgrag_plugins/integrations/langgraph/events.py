@@ -8,13 +8,13 @@ router's branch):
 - ``retrieve``: ``query``, ``retriever``, ``documents`` (ids), ``scores``, ``facts`` (count)
 - ``seeds``: ``seeds`` (``[{"id", "name", "score"}]``; spreading activation / KG-Infused RAG)
 - ``activation_round``: one per activation round (``round``, ``frontier``, ``selected``,
-  ``activated``, ``next_frontier``, ...; KG-Infused RAG, METHODS.md §1)
+  ``activated``, ``next_frontier``, ...; KG-Infused RAG, docs/methods.md §1)
 - ``activated``: the activated entities and their values (spreading activation, KG-Infused RAG)
-- ``route``: ``route``, ``p_complex``, ``by`` (FRAG's hop router, METHODS.md §2)
+- ``route``: ``route``, ``p_complex``, ``by`` (FRAG's hop router, docs/methods.md §2)
 - ``paths``: ``paths`` (verbalised, best first), ``answers`` (FRAG's node)
-- ``clues``: ``clues`` (KG-Translator, METHODS.md §3)
+- ``clues``: ``clues`` (KG-Translator, docs/methods.md §3)
 - ``reasoning``: one SA-RAG CoT step (``answer_possible``, ``additional_question`` or ``error``)
-- ``verification``: ``score``, ``threshold``, ``turn``, ``decision`` (Know³, METHODS.md §5)
+- ``verification``: ``score``, ``threshold``, ``turn``, ``decision`` (Know³, docs/methods.md §5)
 
 Outside a graph run (a node invoked on its own) nothing is written. Without ``"custom"`` among the
 stream modes LangGraph's writer is a no-op, so the events cost nothing.

@@ -1,4 +1,4 @@
-"""FRAG (METHODS.md §2) as a graph: ``router -> frag_simple | frag_complex -> [generate]`` (the
+"""FRAG (docs/methods.md §2) as a graph: ``router -> frag_simple | frag_complex -> [generate]`` (the
 nodes: :mod:`.frag_nodes`; re-exported here)."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def frag_graph(
     checkpointer: Any = None,
     **frag_kwargs: Any,
 ) -> CompiledStateGraph:
-    """FRAG (METHODS.md §2, paper ``frag``): ``router -> frag_simple | frag_complex -> [generate]``.
+    """FRAG (docs/methods.md §2, paper ``frag``): ``router -> frag_simple | frag_complex -> [generate]``.
 
     From an index, builds ``FRAGRetriever(index, classifier=classifier, llm=llm, **frag_kwargs)``;
     the router uses its ``route`` (the trained classifier, else the heuristic; ``mode="simple"`` /

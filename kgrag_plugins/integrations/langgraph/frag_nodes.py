@@ -1,4 +1,4 @@
-"""FRAG's retrieval and answer steps (METHODS.md §2 steps 3-8) as LangGraph nodes; the graph
+"""FRAG's retrieval and answer steps (docs/methods.md §2(a) steps 3-8) as LangGraph nodes; the graph
 that routes between them is :func:`~.frag.frag_graph`."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.runnables import RunnableLambda
 
 from ...types import Evidence, Fact
-from .common import ROUTES, is_frag, runnable_node
+from .common import ROUTES, fact_texts, is_frag, runnable_node
 from .events import emit, emit_trace
 from .state import add_llm_errors, answer_update, documents_to_passages, evidence_to_documents, question_of, with_trace
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def make_frag_node(retriever: FRAGRetriever, route: str | None = None, k: int = 5) -> RunnableLambda:
-    """FRAG path retrieval (METHODS.md §2 steps 3-7) as a node: ``retriever.evidence(query, k, route=...)``.
+    """FRAG path retrieval (docs/methods.md §2(a) steps 3-7) as a node: ``retriever.evidence(query, k, route=...)``.
 
     ``route`` forces FRAG's simple or complex pipeline; ``None`` uses ``state["route"]`` when set, else
     the retriever routes itself. ``state["topic_entities"]`` (entity ids), when given, replaces the
@@ -42,7 +42,7 @@ def make_frag_node(retriever: FRAGRetriever, route: str | None = None, k: int = 
     node_name = f"frag_{route}" if route else "frag"
 
     def update(state: dict[str, Any], ev: Evidence) -> dict[str, Any]:
-        facts = [f.text for f in ev.facts]
+        facts = fact_texts(ev.facts, retriever)
         emit_trace(node_name, {"route": ev.trace.get("route")})
         emit({"event": "paths", "node": node_name, "paths": facts, "answers": list(ev.trace.get("answers") or [])})
         return {

@@ -1,4 +1,4 @@
-"""KG-Infused RAG (METHODS.md §1) as nodes and a graph: ``activate -> expand_query -> retrieve ->
+"""KG-Infused RAG (docs/methods.md §1) as nodes and a graph: ``activate -> expand_query -> retrieve ->
 [write_note -> augment -> generate]``."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from langgraph.graph import END, START, StateGraph
 
 from ...index.store import KnowledgeIndex
 from ...models.llm import as_llm
-from .common import method_of, runnable_node, same_llm
+from .common import fact_texts, method_of, runnable_node, same_llm
 from .events import emit_trace
 from .nodes import make_generate_node
 from .state import KGRAGState, documents_to_passages, evidence_to_documents, llm_error_trace, question_of, with_trace
@@ -61,7 +61,7 @@ def make_activation_node(retriever: Any) -> RunnableLambda:
         trace = memory.trace()
         emit_trace("activate", trace)
         return {
-            "facts": [f.text for f in memory.facts(getattr(memory, "scores", None))],
+            "facts": fact_texts(memory.facts(getattr(memory, "scores", None)), retriever),
             "activation": _memory_to_state(memory),
             "trace": with_trace(state, activation=trace),
         }

@@ -1,4 +1,4 @@
-"""Know³-RAG (METHODS.md §5, paper ``know3-rag``) for LangGraph: a KGE verifier node, a verify ->
+"""Know³-RAG (docs/methods.md §5, paper ``know3-rag``) for LangGraph: a KGE verifier node, a verify ->
 retrieve-again wrapper around any agent, and a compiled graph.
 
 - :func:`make_kge_verifier_node`: reads ``generation`` (else the top ``documents``), writes

@@ -93,7 +93,7 @@ def make_retrieve_node(
         )
         return {
             "documents": [d.page_content for d in docs] if as_text else docs,
-            "facts": [f.text for f in ev.facts],
+            "facts": [f.display for f in ev.facts],
             "trace": with_trace(state, **{trace_key: ev.trace}),
         }
 

@@ -1,4 +1,4 @@
-"""FRAG's hop-aware router (METHODS.md §2 step 2) as a node, and :func:`make_hop_router`: routing
+"""FRAG's hop-aware router (docs/methods.md §2(a) step 2) as a node, and :func:`make_hop_router`: routing
 in front of any two branches."""
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def _hop_router(classifier: Any, embedder: Embedder | None = None) -> _RouteFn:
 
 
 def make_route_node(classifier: Any = None, *, embedder: Embedder | None = None) -> RunnableLambda:
-    """FRAG's hop-aware router (METHODS.md §2 step 2, paper ``frag``) as a node: writes ``route``
+    """FRAG's hop-aware router (docs/methods.md §2(a) step 2, paper ``frag``) as a node: writes ``route``
     (``"simple"``: at most 2 hops; ``"complex"``) and ``trace["route"] = {"route", "p_complex", "by"}``.
 
     ``classifier``: a trained :class:`~kgrag_plugins.methods.frag.hop_classifier.HopClassifier`, the path
@@ -109,7 +109,7 @@ def _branch(node: Any, route: str, k: int) -> Any:
 def make_hop_router(
     simple: Any, complex: Any, *, classifier: Any = None, k: int = 5, checkpointer: Any = None
 ) -> CompiledStateGraph:
-    """FRAG's hop-aware routing (METHODS.md §2, paper ``frag``) in front of any two branches:
+    """FRAG's hop-aware routing (docs/methods.md §2, paper ``frag``) in front of any two branches:
     ``START -> router -> simple | complex -> END``.
 
     ``router`` is :func:`make_route_node` (``classifier`` as there; ``None``: the heuristic) and

@@ -1,4 +1,5 @@
-"""SA-RAG (+ CoT, METHODS.md §4, §6.3) as nodes and a graph: ``retrieve -> [reason <-> retrieve -> generate]``."""
+"""SA-RAG (+ CoT, docs/methods.md §4, §6.3) as nodes and a graph:
+``retrieve -> [reason <-> retrieve -> generate]``."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from langchain_core.runnables import RunnableLambda
 from langgraph.graph import END, START, StateGraph
 
 from ...models.llm import as_llm
-from .common import method_of, runnable_node
+from .common import fact_texts, method_of, runnable_node
 from .events import emit, emit_trace
 from .nodes import make_generate_node
 from .state import KGRAGState, evidence_to_documents, question_of, with_trace
@@ -41,9 +42,9 @@ def make_sa_retrieve_node(retriever: Any, cot: Any = None, k: int | None = None)
         follow_up = bool(state.get("query")) and cot is not None and reasoning.get("provided_context") is not None
         query = state["query"] if follow_up else question_of(state)
         ev = retriever.acquire(query) if k is None else retriever.retrieve(query, k)
+        facts = fact_texts(ev.facts, retriever)  # names filled in (in place) before the context is built
         context = retriever.context(ev)
         docs = evidence_to_documents(ev, retriever=getattr(retriever, "name", ""))
-        facts = [f.text for f in ev.facts]
         record = {"query": query, **ev.trace}
         emit_trace(
             "retrieve",

@@ -1,4 +1,4 @@
-"""KG-Translator (METHODS.md §3, paper ``kg-translator``) as a node and a graph: ``translate -> [generate]``."""
+"""KG-Translator (docs/methods.md §3, paper ``kg-translator``) as a node and a graph: ``translate -> [generate]``."""
 
 from __future__ import annotations
 

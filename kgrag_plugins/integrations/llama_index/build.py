@@ -25,8 +25,9 @@ from llama_index.core import Settings
 from llama_index.core.schema import BaseNode, MetadataMode
 
 from ...models.embed import as_embedder
+from ...names import resolve_name
 from ...types import Passage
-from .._common import DEFAULT_MAX_FACTS, LLM_METHODS, make_method, small_metadata
+from .._common import DEFAULT_MAX_FACTS, LLM_METHODS, METHODS, make_method, small_metadata
 from .graph_store import graph_from_property_graph_store, passages_from_property_graph_store
 from .retrievers import KGRetriever
 
@@ -144,7 +145,7 @@ def as_retriever(
     ``llm`` (default ``Settings.llm`` when set) goes to the methods that use one; FRAG gives a
     :class:`.HopAwareRetriever`, the translator a :class:`.ClueTranslationRetriever`.
     """
-    key = method.replace("-", "_").lower()
+    key = resolve_name(method, METHODS)  # kg-infused -> kg_infused
     if llm is None and key in LLM_METHODS:
         llm = settings_llm()
     common = dict(max_facts=max_facts, score=score)

@@ -1,4 +1,4 @@
-"""LlamaIndex ``PropertyGraphStore`` s as the database of a :class:`PropertyGraphKG` (issue 19).
+"""LlamaIndex ``PropertyGraphStore`` s as the database of a :class:`PropertyGraphKG`.
 
 :class:`CypherAdapter` wraps a Kùzu, FalkorDB or Neo4j property graph store and exposes what
 :class:`~kgrag_plugins.index.graphdb.kg.PropertyGraphKG` needs: the Cypher dialect and

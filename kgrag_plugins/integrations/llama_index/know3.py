@@ -1,4 +1,4 @@
-"""Know³-RAG (METHODS.md §5, paper ``know3-rag``) for LlamaIndex: a KGE verifier node
+"""Know³-RAG (docs/methods.md §5, paper ``know3-rag``) for LlamaIndex: a KGE verifier node
 postprocessor and a query engine that runs the verify -> retrieve-again loop.
 
 Example::

@@ -1,10 +1,12 @@
 """Evidence as LlamaIndex nodes (DESIGN.md, "Conventions for the integrations")::
 
     Evidence.passages -> NodeWithScore(TextNode(id_=passage.id, text, metadata={"title", "kind": "passage"}), score)
-    Evidence.facts    -> NodeWithScore(TextNode(text=fact.text, metadata={"kind": "fact"|"path"|"clue"}), score)
+    Evidence.facts    -> NodeWithScore(TextNode(text=fact.display, metadata={"kind": "fact"|"path"|"clue"}), score)
 
 Passages come first (in the method's order), then facts. Only ``title`` is shown to the LLM /
-embedder; the other metadata keys are excluded from both. With ``index=`` the scores are
+embedder; the other metadata keys are excluded from both. Fact text is :attr:`Fact.display
+<kgrag_plugins.types.Fact.display>`: entity names, never ``##`` masks (the raw text in
+``metadata["masked"]``). With ``index=`` the scores are
 cosine-like in [0, 1] (:func:`~kgrag_plugins.integrations._common.relevance_scores`; the method's
 score in ``metadata["method_score"]``), otherwise the method's own scores.
 """
@@ -49,7 +51,7 @@ def passage_to_node(sp: ScoredPassage, *, retriever: str = "", rank: int | None 
 def fact_to_node(fact: Fact, *, retriever: str = "") -> NodeWithScore:
     """One fact / path / clue as a ``NodeWithScore``; the id is a stable hash of kind + text."""
     return NodeWithScore(
-        node=_node(fact_id(fact), fact.text, fact_metadata(fact, retriever=retriever)), score=float(fact.score)
+        node=_node(fact_id(fact), fact.display, fact_metadata(fact, retriever=retriever)), score=float(fact.score)
     )
 
 

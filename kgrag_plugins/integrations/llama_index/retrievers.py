@@ -3,7 +3,7 @@
 Shape translation only (DESIGN.md, "Conventions for the integrations")::
 
     Evidence.passages -> NodeWithScore(TextNode(id_=passage.id, text, metadata={"title", "kind": "passage"}), score)
-    Evidence.facts    -> NodeWithScore(TextNode(text=fact.text, metadata={"kind": "fact"|"path"|"clue"}), fact.score)
+    Evidence.facts    -> NodeWithScore(TextNode(text=fact.display, metadata={"kind": "fact"|"path"|"clue"}), fact.score)
 
 Passages come first (in the method's order), then at most ``max_facts`` facts (default 5;
 ``include_facts=False`` for none). Scores are cosine-like in [0, 1] (``max(0, cos(query, item))``
@@ -35,6 +35,7 @@ from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from ...models.llm import as_llm
+from ...names import resolve_name
 from ...types import Evidence
 from .._common import DEFAULT_MAX_FACTS, scored_items
 from .nodes import item_to_node
@@ -182,6 +183,7 @@ class SpreadingActivationRetriever(KGRetriever):
         verbose: bool = False,
         **method_kwargs: Any,
     ) -> None:
+        variant = resolve_name(variant, VARIANTS)  # sa-rag -> sa_rag
         if variant not in VARIANTS:
             raise ValueError(f"unknown variant {variant!r}; choose one of {', '.join(map(repr, VARIANTS))}")
         if llm is not None:
@@ -199,7 +201,7 @@ class SpreadingActivationRetriever(KGRetriever):
 
 
 class HopAwareRetriever(KGRetriever):
-    """FRAG's hop-aware path retrieval (METHODS.md §2, paper ``frag``) as a LlamaIndex retriever.
+    """FRAG's hop-aware path retrieval (docs/methods.md §2, paper ``frag``) as a LlamaIndex retriever.
 
     Each question is routed to FRAG's simple (≤ 2 hops) or complex pipeline by ``classifier`` (a
     trained :class:`~kgrag_plugins.methods.frag.hop_classifier.HopClassifier` or its saved path; ``None``:

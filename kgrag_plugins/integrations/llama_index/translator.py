@@ -1,4 +1,4 @@
-"""KG-Translator (METHODS.md §3, paper ``kg-translator``) as a LlamaIndex retriever.
+"""KG-Translator (docs/methods.md §3, paper ``kg-translator``) as a LlamaIndex retriever.
 
 :class:`ClueTranslationRetriever` wraps :class:`~kgrag_plugins.methods.translator.TranslatorRetriever`:
 passages become text nodes (best first), then each clue ``(entity, relation)`` becomes a fact node

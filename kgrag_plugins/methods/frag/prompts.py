@@ -1,16 +1,16 @@
-"""FRAG's prompts (paper App. A.5; METHODS.md §2(c)).
+"""FRAG's prompts (paper App. A.5; docs/methods.md §2(c)).
 
 The persona and task sentences are the paper's wording (App. A.5, "Prompts"):
 
 - :data:`REASONING` (reasoning module): :data:`PERSONA` + "Based on the reasoning paths, please
   answer the given question." + the paths + the question. The released code's
   ``utils/PromptTemplate.py`` ends it with a ``## Output:`` line, which the appendix omits
-  (METHODS.md §2(c)); we keep that line.
+  (docs/methods.md §2(c)); we keep that line.
 - :data:`HOP_ESTIMATION` (reasoning-aware module, FRAG-F): :data:`PERSONA_HOP` + "Based on the
   reasoning paths, please extract the correct reasoning path. If NO correct reasoning path,
   please just reply NO." + the paths + the question + ``Correct reasoning path:``.
 
-Our changes (issue 13, retrieved text is data): the paths sit inside a ``<paths>`` block whose
+Our changes (retrieved text is data): the paths sit inside a ``<paths>`` block whose
 content is escaped (:func:`~kgrag_plugins.models.prompting.data_block`), the
 :data:`~kgrag_plugins.models.prompting.DATA_NOTICE` sentence follows the task sentence, and the
 ``Reasoning Paths:`` / ``Question:`` labels are on their own lines (the appendix runs them

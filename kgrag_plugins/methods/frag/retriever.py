@@ -1,4 +1,4 @@
-"""FRAG: hop-aware routing between a simple and a complex path-retrieval pipeline (METHODS.md §2).
+"""FRAG: hop-aware routing between a simple and a complex path-retrieval pipeline (docs/methods.md §2).
 
 A question is classified *simple* (reasoning path of at most δ = 2 hops) or *complex*
 (:class:`~kgrag_plugins.methods.hop_classifier.HopClassifier`, §2 step 2) and answered from the
@@ -29,10 +29,10 @@ Choices where the paper's parts are not available here or the released code is u
 - **Direction**: both ways (``inverse=True``), inverse edges marked; parallel edges kept. **Topic
   entities**: ``[brackets]``/``topic_entities=``, else NER + n-grams + embedding match (≥ 0.85).
 - **Chain-guided completion** (our addition; trained path ranker only): the complex pipeline
-  also walks the ``chain_beam`` (3) most probable relation chains, over the whole graph since
-  issue 20 (``chain_scope="graph"``), with set semantics (a node may repeat, never the topic).
+  also walks the ``chain_beam`` (3) most probable relation chains, over the whole graph
+  (``chain_scope="graph"``), with set semantics (a node may repeat, never the topic).
   ``path_ranker=None, chain_beam=0``: the paper's pipelines (``frag-zeroshot-simple``/``-complex``).
-- **Route by chain length**, **ties by supporting paths** (issue 20, with a path ranker): a chain
+- **Route by chain length**, **ties by supporting paths** (with a path ranker): a chain
   longer than δ routes complex; equal scores go by paths reaching the end, then PageRank.
 - **Answers**: LLM-free, top paths' end entities, or their passages plus dense top k by cosine
   (+ ``path_bonus``) on corpus graphs; with an LLM, the paper's reasoning prompt (§2 step 8).
@@ -53,9 +53,10 @@ from ...index.graph import UnknownEntityError
 from ...index.store import KnowledgeIndex
 from ...models.llm import as_llm
 from ...models.replies import InvalidReply, check_text, complete_validated, first_line
-from ...types import Answer, Evidence, Fact, Path, ScoredPassage
+from ...types import Answer, Evidence, Fact, Path, ScoredPassage, note_fallback
 from ..activation import TextVectorCache
 from ..base import Retriever
+from ..facts import readable_facts
 from .hop_classifier import (
     COMPLEX,
     SIMPLE,
@@ -115,7 +116,7 @@ class FRAGRetriever(Retriever):
             docstring); 0 = off, as in the paper.
         chain_scope: ``"graph"`` (default) walks the guided chains over the whole graph with
             set semantics (a chain may pass a node twice, never the topic); ``"subgraph"``
-            walks simple paths inside the pruned subgraph (before issue 20).
+            walks simple paths inside the pruned subgraph (earlier releases).
         route_by_chain: ``mode="auto"`` with a path ranker: a question routed *simple* whose most
             probable chain is longer than ``simple_hops`` goes to the complex pipeline.
         support_ties: with a path ranker, paths of equal score put the end reached by more
@@ -128,6 +129,7 @@ class FRAGRetriever(Retriever):
     """
 
     name = "frag"
+    score_kind = "cosine (+ path_bonus for passages of path entities)"
 
     def __init__(
         self,
@@ -531,8 +533,9 @@ class FRAGRetriever(Retriever):
     ) -> Evidence:
         """:meth:`paths` as an :class:`Evidence`: the paths as facts (``kind="path"``, ``data``
         with nodes, relations, inverse flags, answer entity, hops), passages linked to path
-        entities (corpus graphs), the trace (route, topic entities, sizes, timings, ``answers``).
-        ``route`` forces a pipeline (the LangGraph router's nodes use it)."""
+        entities (corpus graphs), the trace (route, topic entities, sizes, timings, ``answers``,
+        ``score_kind``; ``fallback`` when the passages are the dense ones alone: no topic entity
+        or no path). ``route`` forces a pipeline (the LangGraph router's nodes use it)."""
         if route is not None and route not in (SIMPLE, COMPLEX):
             raise ValueError(f"route must be 'simple' or 'complex', got {route!r}")
         paths, trace = self.paths(question, route=route, topic_entities=topic_entities)
@@ -553,7 +556,11 @@ class FRAGRetriever(Retriever):
             for p in paths
         ]
         passages = self._passages(question, paths, k, trace)
-        return Evidence(question, passages, facts, trace)
+        trace["score_kind"] = self.score_kind
+        if passages and not paths:  # the dense passages alone: no path led anywhere
+            why = "no path found" if trace.get("topic_entities") else "no topic entity found"
+            note_fallback(trace, "dense", why)
+        return Evidence(question, passages, readable_facts(facts, self.index), trace)
 
     def _passages(self, query: str, paths: list[Path], k: int, trace: dict[str, Any]) -> list[ScoredPassage]:
         """Corpus graphs: the passages linked to the entities of the top paths (best paths first,
@@ -599,7 +606,7 @@ class FRAGRetriever(Retriever):
         asked once more). LLM-free, when the call fails or the reply stays invalid: the end
         entity of the best path (``metadata["llm_error"]`` says why, WARNING logged)."""
         ev = evidence if evidence is not None else self.retrieve(question, k=5)
-        paths = [f.text for f in ev.facts if f.kind == "path"]
+        paths = [f.display for f in ev.facts if f.kind == "path"]
         answers = ev.trace.get("answers") or []
         fallback = answers[0] if answers else ""
         meta: dict[str, Any] = {"route": ev.trace.get("route"), "answers": answers}

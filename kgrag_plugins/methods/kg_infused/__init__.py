@@ -1,4 +1,4 @@
-"""KG-Infused RAG (METHODS.md §1, paper ``kg-infused-rag``): KG-guided spreading activation, query
+"""KG-Infused RAG (docs/methods.md §1, paper ``kg-infused-rag``): KG-guided spreading activation, query
 expansion, dual retrieval and knowledge augmentation (:mod:`.retriever`), the paper's prompts
 (:mod:`.prompts`) and the tolerant triple-reply parser (:mod:`.parsing`)."""
 

@@ -1,4 +1,4 @@
-"""Tolerant parsing of KG-Infused RAG triple-selection replies (METHODS.md §1(d)): ``<h | r | t>``
+"""Tolerant parsing of KG-Infused RAG triple-selection replies (docs/methods.md §1(c)): ``<h | r | t>``
 triples in the many shapes small LLMs write them, matched back to candidate triples."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 The instruction texts follow the paper's appendix; the layout (blank lines between blocks) is
 ours. Each prompt is one user turn (the chat template is applied by the serving stack).
 
-Data delimiting (ours, issue 13): every slot holding retrieved or derived content (passages,
+Data delimiting (ours): every slot holding retrieved or derived content (passages,
 triples, the triples summary, a note) sits inside an XML-like tag (``<passages>``, ``<triples>``,
 ``<previous_triples>``, ``<new_triples>``, ``<summary>``, ``<passage>``) and each prompt with such
 a slot adds :data:`~kgrag_plugins.models.prompting.DATA_NOTICE` after the paper's instruction
@@ -13,7 +13,7 @@ paragraph. The templates are :class:`~kgrag_plugins.models.prompting.DataPrompt`
 
 Triple format: the instructions say ``<subject, predicate, object>``, but the triples shown to
 the model use `` | `` separators (``<head | relation | tail>``), as the official code does
-(METHODS.md §1(c) [DISCREPANCY]); the parser accepts both.
+(docs/methods.md §1(c) [DISCREPANCY]); the parser accepts both.
 
 Keys (the official code's names in brackets):
 
@@ -335,7 +335,7 @@ def format_passages(passages: Iterable[tuple[str, str]]) -> str:
 
 # --------------------------------------------------------------------------- post-processing
 
-#: Leading markers stripped from LLM outputs (official code, METHODS.md §1(c)); matched
+#: Leading markers stripped from LLM outputs (official code, docs/methods.md §1(c)); matched
 #: case-insensitively, repeatedly, so "### Answer: x" -> "x".
 _PREFIXES = (
     "### ",

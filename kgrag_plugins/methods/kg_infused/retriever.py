@@ -1,4 +1,4 @@
-"""KG-Infused RAG (Wu et al., arXiv 2506.09542; METHODS.md §1) as a :class:`Retriever`.
+"""KG-Infused RAG (Wu et al., arXiv 2506.09542; docs/methods.md §1) as a :class:`Retriever`.
 
 Pipeline (paper §3.4–3.6), each step a public method so a LangGraph node can call it alone:
 
@@ -29,7 +29,7 @@ invalid reply is asked once more; a second invalid reply or an
 :class:`~kgrag_plugins.models.llm.LLMError` falls back to the LLM-free step for that call
 (answer: an empty answer) with a WARNING and an entry in the trace (``"llm_error"``).
 
-**Without an LLM** (METHODS.md §1(e)) — documented choices:
+**Without an LLM** (docs/methods.md §1(e)) — documented choices:
 
 * Triple selection: cosine between the question vector and the embedding of the verbalised
   triple ``"head relation tail"``; keep at most ``select_per_round`` (default 5) triples per round,
@@ -54,8 +54,9 @@ continues with the next passages of q and q' alternately (q first), skipping dup
 
 Evidence trace: :meth:`ActivationMemory.trace` (seeds, activated, facts) with its per-round list
 under ``"activation_rounds"``, plus ``retriever``, ``mode``, ``summary``, ``expanded_query``,
-``rounds`` (number of rounds run), ``passage_sources`` (``"q"`` / ``"q'"`` per passage) and
-``llm_error`` (when any).
+``rounds`` (number of rounds run), ``passage_sources`` (``"q"`` / ``"q'"`` per passage),
+``llm_error`` (when any) and ``fallback`` (``"dense"`` when q' = q, e.g. no triple was selected,
+so the dual retrieval is plain dense retrieval; LLM steps that took their LLM-free path).
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ from ...models.llm import LLMError, as_llm
 from ...models.prompting import DataPrompt
 from ...models.replies import InvalidReply, RepliesStayedInvalid, check_text, complete_validated, first_line
 from ...models.structured import OutputSchema
-from ...types import Answer, Evidence, Passage, ScoredPassage
+from ...types import Answer, Evidence, Passage, ScoredPassage, note_fallback
 from ..activation import (
     MAX_ENTITIES_PER_ROUND,
     MAX_TRIPLES_PER_ENTITY,
@@ -167,6 +168,7 @@ class KGInfusedRetriever(Retriever):
     """
 
     name = "kg-infused"
+    score_kind = "cosine (to the question or the expanded query)"
 
     def __init__(
         self,
@@ -541,6 +543,9 @@ class KGInfusedRetriever(Retriever):
             rounds=len(memory.rounds),
             passage_sources=sources,
         )
+        if " ".join(expanded.split()) == " ".join(query.split()):  # q' = q: plain dense retrieval
+            why = "no triple selected" if not memory.triples else "the query expansion added nothing"
+            note_fallback(trace, "dense", why)
         errors = _errors_of(memory)
         if errors:
             trace["llm_error"] = errors
@@ -608,7 +613,7 @@ class KGInfusedRetriever(Retriever):
         else:
             slot = P.format_passages(self._passage_pairs(evidence.passages))
             if evidence.facts:
-                slot += "\n\nKnowledge graph facts:\n" + "\n".join(f"- {f.text}" for f in evidence.facts)
+                slot += "\n\nKnowledge graph facts:\n" + "\n".join(f"- {f.display}" for f in evidence.facts)
         replies: list[str] = []
         check = _text_validator(self._prompt("base_retri"), max_chars=MAX_ANSWER_CHARS)
 

@@ -1,4 +1,4 @@
-"""Know³-RAG (paper ``know3-rag``; METHODS.md §5): KG-verified adaptive retrieval.
+"""Know³-RAG (paper ``know3-rag``; docs/methods.md §5): KG-verified adaptive retrieval.
 
 :class:`Know3Retriever` (:mod:`.loop`) runs the verify -> retrieve-again loop around any corpus
 retriever; its parts: :mod:`.extraction` (Fig. 9 / spaCy SVO triples linked to the KG),
@@ -39,6 +39,7 @@ _LAZY = {
     "TripleVerifier": ".scoring",
     "Verification": ".scoring",
     "TripleScore": ".scoring",
+    "plausibility": ".scoring",
     "Know3FRAGRetriever": ".completion",
     "ChainCompleter": ".completion",
 }

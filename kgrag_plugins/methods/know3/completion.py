@@ -1,12 +1,12 @@
 """KG completion as evidence for KGQA: FRAG's relation chains walked over the KB *and* the KGE.
 
 Know³-RAG answers KG incompleteness with *global predicted entities* (Know³-RAG §4.3, App. A
-Algorithm 1; METHODS.md §5(a) step 4): tails a KG-embedding model predicts along a relation the
+Algorithm 1; docs/methods.md §5(a) step 4): tails a KG-embedding model predicts along a relation the
 question asks for, when the KG itself has no such edge, checked by the relative triple score
-(§4.2 Eq. 2). On KGQA (issue 15 item 6) the relation is FRAG's predicted relation chain:
+(§4.2 Eq. 2). On KGQA the relation is FRAG's predicted relation chain:
 
 1. **Chain.** FRAG's trained path ranker gives the question's most probable relation chain
-   (METHODS.md §2 step 7 with our trained ranker; without a ranker: the chain of FRAG's best path).
+   (docs/methods.md §2(a) step 7 with our trained ranker; without a ranker: the chain of FRAG's best path).
 2. **Walk** (:meth:`ChainCompleter.walk`): from the topic entity, hop by hop along the chain
    (``~r`` = an inverse step: heads ``h`` of ``(h, r, x)``). Each frontier entity follows its KB
    edges; one with *no* KB edge of that relation gets ``top_k`` predicted ones instead, scored
@@ -405,7 +405,7 @@ MAX_RULE_HOPS = 3
 
 
 class Know3FRAGRetriever(Retriever):
-    """FRAG plus Know³ KG completion (issue 15 item 6; Know³-RAG §4.3 global prediction).
+    """FRAG plus Know³ KG completion (Know³-RAG §4.3 global prediction).
 
     Runs ``frag`` (a :class:`~kgrag_plugins.methods.frag.FRAGRetriever`), takes the question's
     predicted relation chain (the path ranker's most probable chain, else the chain of FRAG's

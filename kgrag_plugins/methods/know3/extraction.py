@@ -1,4 +1,5 @@
-"""Triple extraction and KG linking for Know³-RAG's verifier (paper §4.2; METHODS.md §5(a) step 2, §5(c), §5(e)).
+"""Triple extraction and KG linking for Know³-RAG's verifier (paper §4.2; docs/methods.md §5(a) step 2,
+§5(c), §5(e)).
 
 Text (an answer's reasoning or a reference) -> surface triples -> triples over the KG's entity
 ids and relation labels, which the verifier
@@ -7,7 +8,7 @@ ids and relation labels, which the verifier
 **Surface triples.** With an LLM: the Fig. 9 prompt (entity hints = the KG entities linked in the
 text) and :func:`~kgrag_plugins.methods.know3.prompts.parse_triples`; an unparsable reply is
 asked once more, then the LLM-free extractor runs (WARNING + trace entry). LLM-free
-(METHODS §5(e)): spaCy dependency SVO (:meth:`TripleExtractor.svo`): for each verb with a
+(docs/methods.md §5(e)): spaCy dependency SVO (:meth:`TripleExtractor.svo`): for each verb with a
 subject (``nsubj``/``nsubjpass``, inherited by conjoined verbs), objects are ``dobj``/``attr``
 children (``attr`` + ``prep`` -> "was son of"), ``pobj`` of ``prep``/``agent`` children
 ("was born in"), each with its ``conj``/``appos`` siblings; the predicate is the verb with its

@@ -1,11 +1,11 @@
-"""Knowledge-driven reference filter of Know³-RAG (paper §4.4 Eq. 6-7; METHODS.md §5(a) step 6).
+"""Knowledge-driven reference filter of Know³-RAG (paper §4.4 Eq. 6-7; docs/methods.md §5(a) step 6).
 
 Each candidate reference gets (i) a **relevance** decision and (ii) a **factual score**; among
 the relevant ones the ``k`` (5) with the lowest score are kept (Eq. 7: D^c_{t+1} = D^c_t ∪ kept).
 
 - Relevance with an LLM: the Fig. 10 prompt per reference with the question's entities and
   descriptions ("The reliability of the passage is yes/no"); an invalid reply is asked once more,
-  then the LLM-free check decides (WARNING + trace entry). LLM-free (METHODS §5(e)): MiniLM
+  then the LLM-free check decides (WARNING + trace entry). LLM-free (docs/methods.md §5(e)): MiniLM
   cosine between the reference and "question + entity descriptions" ≥ ``relevance_min`` (0.3).
 - Factual check: the reference's triples (:class:`.extraction.TripleExtractor`) scored by the
   verifier (lower = more consistent); a reference with no scorable triple gets the paper code's

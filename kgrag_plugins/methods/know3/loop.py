@@ -1,10 +1,10 @@
-"""The Know³-RAG adaptive loop as a retriever (paper §4, Eq. 1-7; METHODS.md §5(a), §5(e)).
+"""The Know³-RAG adaptive loop as a retriever (paper §4, Eq. 1-7; docs/methods.md §5(a), §5(e)).
 
 :class:`Know3Retriever` wraps any corpus retriever (``base``, default
 :class:`~kgrag_plugins.methods.activation.ActivationRetriever`) and runs turns t = 0 … T (T = 2):
 
 1. **Answer** a_t. With an LLM: the Fig. 6 QA prompt over the references D^c_t (none at t = 0).
-   LLM-free ("KG-verified retrieval", METHODS §5(e)): the base retriever's references stand in for
+   LLM-free ("KG-verified retrieval", docs/methods.md §5(e)): the base retriever's references stand in for
    generated ones; a_0 is the base ranking's top ``answer_refs`` (2) passages for Q, a_t (t ≥ 1)
    the top ``answer_refs`` of D^c_t (the references the loop kept, best factual score first).
 2. **Verify**: triples of a_t (:class:`.extraction.TripleExtractor`; LLM: Fig. 9 on the reasoning,
@@ -32,7 +32,9 @@ defaults to the calibrated value (:meth:`.threshold.ThresholdSchedule.calibrated
 goes through ``complete_validated`` (invalid twice -> the LLM-free step, WARNING, an entry in
 ``trace["llm_error"]``). The trace (``evidence.trace["know3"]``) lists every turn: score, θ_t,
 decision and its reason, extracted/linked/dropped triples with the per-triple breakdown, the
-query, q^KG and the kept/dropped references with their reasons.
+query, q^KG and the kept/dropped references with their reasons. ``trace["score_kind"]`` is the base
+retriever's while its ranking stands (``1 / (1 + rank)`` once the loop reorders), and the base's
+fallbacks are this call's too (``trace["fallback"]``, marked ``(in BASE)``).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from typing import Any
 
 from ...models.llm import as_llm
 from ...models.replies import complete_validated
-from ...types import Answer, Evidence, Fact, Passage, ScoredPassage
+from ...types import Answer, Evidence, Fact, Passage, ScoredPassage, note_fallback
 from ..base import Retriever
 from . import prompts as P
 from .extraction import Extraction, TripleExtractor
@@ -248,7 +250,7 @@ class Know3Retriever(Retriever):
         return [have[p.id] for p in passages]
 
     def _verify(self, ex: Extraction) -> dict[str, Any]:
-        """Score an extraction: ``{"score", "verification", "extraction", "reason"}``."""
+        """Score an extraction: ``{"score", "plausibility"?, "verification", "extraction", "reason"}``."""
         keys = ex.keys[: self.max_verify_triples]
         out: dict[str, Any] = {"score": None, "reason": ex.reason, "extraction": ex.to_dict()}
         if self.verifier is None:
@@ -257,6 +259,7 @@ class Know3Retriever(Retriever):
             ver = self.verifier.verify(keys)
             out["verification"] = ver.to_dict()
             out["score"] = ver.score
+            out["plausibility"] = ver.plausibility  # the score in [0, 1], higher = more plausible
             out["reason"] = ver.reason
         return out
 
@@ -477,7 +480,20 @@ class Know3Retriever(Retriever):
         else:
             passages = ranking[:k]
         facts = list(base_ev.facts) + self._facts(refs, trace["know3"]["turns"])
+        trace["score_kind"] = self._score_kind(base_ev, trace)
+        for f in base_ev.fallbacks:  # the wrapped retriever's fallbacks are this call's too
+            note_fallback(trace, f["to"], f["reason"] + f" (in {self.base.name})")
         return Evidence(query, passages, facts, trace)
+
+    def _score_kind(self, base_ev: Evidence, trace: dict[str, Any]) -> str:
+        """The passage scores of :meth:`_retrieve`: the base retriever's when its ranking stands,
+        else ranks ``1 / (1 + rank)``."""
+        base = base_ev.score_kind or getattr(self.base, "score_kind", "retriever score")
+        if self.llm is not None:
+            return f"rank (1 / (1 + rank)) for the verified references, then {base}"
+        if trace["know3"]["final_turn"] == 0 or self.merge == "append":
+            return base
+        return "rank (1 / (1 + rank))"
 
     def run(self, question: str, k: int = 5) -> Answer:
         """The loop with its answer: the LLM's final a_t (``""`` without an LLM: use

@@ -1,7 +1,7 @@
 # ruff: noqa: E501  (prompt paragraphs are kept as single lines, as the model sees them)
-"""Prompts of Know³-RAG (Liu et al., paper ``know3-rag``, App. D, Figs. 6-10; METHODS.md §5(c)).
+"""Prompts of Know³-RAG (Liu et al., paper ``know3-rag``, App. D, Figs. 6-10; docs/methods.md §5(c)).
 
-The instruction wording is the paper's. Ours (issue 13 rules): every slot that carries
+The instruction wording is the paper's. Ours (retrieved text is data): every slot that carries
 references, answers, entity descriptions or a passage sits inside a data block
 (:func:`~kgrag_plugins.models.prompting.data_block`, which escapes tag look-alikes) and each
 prompt with such a slot carries :data:`~kgrag_plugins.models.prompting.DATA_NOTICE`.
@@ -13,9 +13,9 @@ prompt with such a slot carries :data:`~kgrag_plugins.models.prompting.DATA_NOTI
   entities); :func:`parse_reference`.
 - :func:`query_prompt` (Fig. 8): one new question; :func:`parse_query`.
 - :func:`extraction_messages` (Fig. 9): system + the paper's 2 shots as chat turns;
-  :func:`parse_triples` is METHODS §5(c)'s robust parser.
-- :func:`relevance_messages` (Fig. 10): system + the paper's 2 printed shots (METHODS says
-  4-shot; only 2 are printed); :func:`parse_relevance`.
+  :func:`parse_triples` is the robust parser of docs/methods.md §5(c).
+- :func:`relevance_messages` (Fig. 10): system + the paper's 2 printed shots (the released code
+  reportedly has 4; only 2 are printed); :func:`parse_relevance`.
 
 Every parser raises :class:`~kgrag_plugins.models.replies.InvalidReply` on a reply without the
 asked-for shape, so ``complete_validated`` retries once and then takes the LLM-free path.
@@ -227,7 +227,7 @@ def extraction_messages(text: str, entities: Sequence[str] = ()) -> list[Message
     return msgs
 
 
-#: Subjects/objects dropped by :func:`parse_triples`: pronouns and generic nouns (METHODS §5(c)).
+#: Subjects/objects dropped by :func:`parse_triples`: pronouns and generic nouns (docs/methods.md §5(c)).
 GENERIC_TERMS = frozenset(
     "i me my mine we us our ours you your yours he him his she her hers it its they them their theirs "
     "this that these those who whom whose which what someone somebody something anyone anything everyone "
@@ -279,7 +279,7 @@ def _items(reply: str) -> list[Any] | None:
 
 
 def parse_triples(reply: str | None) -> list[tuple[str, str, str]]:
-    """Fig. 9's reply -> ``(subject, predicate, object)`` strings (METHODS §5(c)).
+    """Fig. 9's reply -> ``(subject, predicate, object)`` strings (docs/methods.md §5(c)).
 
     A leading ``[...]`` JSON list, else every ``{...}`` object; items missing a key or with an
     empty value are dropped; list-valued subject/object are expanded (one triple per value);

@@ -1,4 +1,4 @@
-"""Knowledge-enhanced query q^KG of Know³-RAG (paper §4.3, App. A Algorithm 1; METHODS.md §5(a) step 4).
+"""Knowledge-enhanced query q^KG of Know³-RAG (paper §4.3, App. A Algorithm 1; docs/methods.md §5(a) step 4).
 
 For a query q_t (:meth:`QueryEnhancer.enhance`):
 

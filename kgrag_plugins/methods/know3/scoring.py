@@ -1,10 +1,10 @@
-"""Triple verifier scores (Know³-RAG §3.2 Eq. 1-2; METHODS.md §5(a)-(b); docs/kge.md "Verifier scores").
+"""Triple verifier scores (Know³-RAG §3.2 Eq. 1-2; docs/methods.md §5(a)-(b); docs/kge.md "Verifier scores").
 
 Convention: every score here is **lower = more consistent with the KG** (the paper accepts an
 answer when its score ``s_t < θ_t``).
 
 * ``"relative"`` (paper Eq. 2): ``|KGE(h, r, t) - mean_j KGE(ref_j)|`` with references = the
-  KG's known triples with the same head (the code's same-head reference set, METHODS.md §5(d));
+  KG's known triples with the same head (the code's same-head reference set, docs/methods.md §5(b));
   for a reciprocal relation ``~r`` (``(h, ~r, t)`` = the KB's ``(t, r, h)``) the references are
   the reciprocal known triples with head ``h`` (the KB triples with tail ``h``). Triples whose
   head has no reference are skipped with a reason.
@@ -18,6 +18,20 @@ answer when its score ``s_t < θ_t``).
 An answer's score aggregates its scorable triples: ``"mean"`` (the released code's
 ``score_feature``, default) or ``"sum"`` (paper Eq. 1). The default method is chosen by
 triple-classification ROC-AUC on MetaQA (``kgrag train kge --dataset metaqa``, docs/kge.md).
+
+**Plausibility** (:func:`plausibility`; ``TripleScore.plausibility``, ``Verification.plausibility``)
+is the same judgement the way people read a score: in [0, 1], **higher = more plausible**, a
+strictly decreasing function of the score (it orders triples exactly as the score does, reversed,
+and a threshold θ on the score is the threshold ``plausibility(θ)`` on it). The scores themselves
+are unchanged. Per method:
+
+* ``"type_rank"``: ``1 - score``, the share of the same-type candidates the KGE ranks below the
+  triple's entity (1: it beats every other entity of the type; 0.5: a median candidate).
+* ``"relative"``: ``1 / (1 + score)``, 1 when the triple's KGE score equals its head's reference
+  mean, 0.5 at one KGE unit from it.
+* ``"raw"``: ``1 / (1 + exp(score))`` = ``sigmoid(KGE(h, r, t))``, 0.5 at KGE = 0.
+
+An answer aggregated with ``"sum"`` is mapped through its mean per scored triple.
 """
 
 from __future__ import annotations
@@ -42,13 +56,36 @@ DEFAULT_METHOD = "type_rank"
 #: Same-type rank of the tail only (``"tail"``, measured better on MetaQA, docs/kge.md) or the mean
 #: with the head's rank among the heads of the relation given the tail (``"both"``).
 DEFAULT_SIDES = "tail"
+_LOWER = "lower = more consistent with the KG"
+_HIGHER = "higher = more plausible"
+
+
+def plausibility(score: float | None, method: str = DEFAULT_METHOD) -> float | None:
+    """A verifier score of ``method`` as a plausibility in [0, 1], higher = more plausible (the
+    module docstring gives the mapping per method); ``None`` for ``None``."""
+    if score is None or np.isnan(score):
+        return None
+    if method == "type_rank":
+        value = 1.0 - score
+    elif method == "relative":
+        value = 1.0 / (1.0 + max(0.0, score))
+    elif method == "raw":
+        value = 1.0 / (1.0 + float(np.exp(min(score, 700.0))))
+    else:
+        raise ValueError(f"unknown verifier method {method!r}; expected one of {', '.join(METHODS)}")
+    return float(min(1.0, max(0.0, value)))
+
+
+def _num(x: float | None) -> str:
+    return "None" if x is None else f"{x:.4g}"
 
 
 @dataclass
 class TripleScore:
     """One triple's scores. ``raw`` is the KGE score (higher = more plausible); ``relative`` and
-    ``type_rank`` follow the lower-is-better convention; ``score`` is the verifier's method value;
-    ``reason`` says why a triple (or one of its scores) was skipped."""
+    ``type_rank`` follow the lower-is-better convention; ``score`` is the verifier's method value
+    (lower = more consistent) and ``plausibility`` the same in [0, 1], higher = more plausible
+    (:func:`plausibility`); ``reason`` says why a triple (or one of its scores) was skipped."""
 
     head: str
     relation: str
@@ -58,15 +95,23 @@ class TripleScore:
     type_rank: float | None = None
     score: float | None = None
     reason: str | None = None
+    plausibility: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def __repr__(self) -> str:
+        why = f", reason={self.reason!r}" if self.reason else ""
+        return (
+            f"TripleScore({self.head!r} -[{self.relation}]-> {self.tail!r}: score={_num(self.score)} ({_LOWER}), "
+            f"plausibility={_num(self.plausibility)} ({_HIGHER}), raw KGE={_num(self.raw)} ({_HIGHER}){why})"
+        )
+
 
 @dataclass
 class Verification:
-    """An answer's aggregate score (``None`` when no triple was scorable, with ``reason``) and the
-    per-triple breakdown."""
+    """An answer's aggregate score (lower = more consistent; ``None`` when no triple was scorable,
+    with ``reason``), its :attr:`plausibility` (higher = more plausible) and the per-triple breakdown."""
 
     score: float | None
     triples: list[TripleScore] = field(default_factory=list)
@@ -78,9 +123,27 @@ class Verification:
     def scored(self) -> int:
         return sum(t.score is not None for t in self.triples)
 
+    @property
+    def plausibility(self) -> float | None:
+        """The aggregate score as a plausibility in [0, 1], higher = more plausible (a ``"sum"``
+        through its mean per scored triple; :func:`plausibility`)."""
+        if self.score is None:
+            return None
+        per = self.score / max(1, self.scored) if self.aggregate == "sum" else self.score
+        return plausibility(per, self.method)
+
+    def __repr__(self) -> str:
+        why = f", reason={self.reason!r}" if self.reason else ""
+        return (
+            f"Verification(score={_num(self.score)} ({self.method} {self.aggregate}, {_LOWER}), "
+            f"plausibility={_num(self.plausibility)} ({_HIGHER}), "
+            f"{self.scored} of {len(self.triples)} triples scored{why})"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "score": self.score,
+            "plausibility": self.plausibility,
             "method": self.method,
             "aggregate": self.aggregate,
             "reason": self.reason,
@@ -227,6 +290,7 @@ class TripleVerifier:
             ts.relative = None if np.isnan(vals["relative"][j]) else float(vals["relative"][j])
             ts.type_rank = None if np.isnan(vals["type_rank"][j]) else float(vals["type_rank"][j])
             ts.score = {"relative": ts.relative, "raw": -ts.raw, "type_rank": ts.type_rank}[self.method]
+            ts.plausibility = plausibility(ts.score, self.method)
             if ts.score is None:
                 if self.method == "relative":
                     ts.reason = f"no reference triples with head {ts.head!r}"

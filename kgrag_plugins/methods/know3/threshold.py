@@ -1,9 +1,9 @@
-"""The answer threshold θ_t of Know³-RAG's adaptive retrieval (paper §4.2; METHODS.md §5(b), §8.1).
+"""The answer threshold θ_t of Know³-RAG's adaptive retrieval (paper §4.2; docs/methods.md §5(b), §8.1).
 
 An answer with verifier score ``s_t`` (lower = more consistent with the KG) is output at turn
 ``t`` when ``s_t < θ_t`` or ``t = T``. The paper's formula survives only as extracted text,
-"θ_t = θ_0 · c / (1 + e^{1 − θ_0 t})", and no threshold code was released (METHODS §8.1
-[UNKNOWN]). Two schedules are offered:
+"θ_t = θ_0 · c / (1 + e^{1 − θ_0 t})", and no threshold code was released (docs/methods.md
+§8.1). Two schedules are offered:
 
 - ``"logistic-ramp-as-extracted"``: exactly that expression. With the paper's c = 128 it is
   *large*: θ_0 = 2 gives θ_0 = 68.8, θ_1 = 187.2, θ_2 = 243.9 (each ≥ 34·θ_0); θ_0 = 0.01 gives

@@ -1,6 +1,6 @@
 """Know³'s knowledge-aware check as one reusable step: text -> triples -> KGE score -> decision.
 
-Paper §4.1 (Eq. 1-2; METHODS.md §5(a) step 2): extract the triples of an answer (or, LLM-free,
+Paper §4.1 (Eq. 1-2; docs/methods.md §5(a) step 2): extract the triples of an answer (or, LLM-free,
 of the top references), score them with the KG-embedding verifier (lower = more consistent with
 the KG) and decide whether to **accept** (s_t < θ_t, or t = T) or **retrieve** again. The adapters
 (the LangGraph verifier node and the LlamaIndex
@@ -54,12 +54,14 @@ class KGVerifier:
 
     def check(self, text: str | None = None, *, passages: Sequence[Passage] = (), turn: int = 0) -> dict[str, Any]:
         """Verify ``text`` (an answer or its reasoning), or, without text, the top ``answer_refs``
-        of ``passages`` (LLM-free KG-verified retrieval, METHODS.md §5(e)).
+        of ``passages`` (LLM-free KG-verified retrieval, docs/methods.md §5(e)).
 
-        Returns ``{"score", "threshold", "turn", "decision", "source", "triples", "reason",
-        "extraction"}``: ``decision`` is ``"accept"`` when score < θ_turn or turn ≥ T, else
-        ``"retrieve"``; ``score`` is ``None`` (with a ``reason``) when no triple could be linked
-        and scored -- never an exception for unknown entities or empty text."""
+        Returns ``{"score", "plausibility", "threshold", "turn", "decision", "source", "triples",
+        "reason", "extraction"}``: ``score`` is lower = more consistent with the KG, ``plausibility``
+        the same in [0, 1], higher = more plausible (:func:`~.scoring.plausibility`); ``decision``
+        is ``"accept"`` when score < θ_turn or turn ≥ T, else ``"retrieve"``; ``score`` is ``None``
+        (with a ``reason``) when no triple could be linked and scored -- never an exception for
+        unknown entities or empty text."""
         loop = self._ready()
         if text is not None and not isinstance(text, str):
             raise TypeError(f"text must be a str (an answer), got {type(text).__name__}")
@@ -82,6 +84,7 @@ class KGVerifier:
         accept = loop.schedule.accept(out["score"], turn)
         res = {
             "score": out["score"],
+            "plausibility": out.get("plausibility"),
             "threshold": round(loop.schedule.theta(turn), 6),
             "turn": int(turn),
             "decision": "accept" if accept else "retrieve",
@@ -95,7 +98,7 @@ class KGVerifier:
         return res
 
     def score_passages(self, passages: Sequence[Passage]) -> list[dict[str, Any]]:
-        """Per passage: ``{"id", "score", "reason", "triples"}`` (the factual check of the
+        """Per passage: ``{"id", "score", "plausibility", "reason", "triples"}`` (the factual check of the
         reference filter, paper §4.3; ``score`` ``None`` when nothing in it is scorable)."""
         loop = self._ready()
         out = []
@@ -105,6 +108,7 @@ class KGVerifier:
                 {
                     "id": p.id,
                     "score": v["score"],
+                    "plausibility": v.get("plausibility"),
                     "reason": v["reason"],
                     "triples": (v.get("verification") or {}).get("triples", []),
                 }

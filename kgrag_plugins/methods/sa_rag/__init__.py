@@ -1,4 +1,4 @@
-"""SA-RAG (METHODS.md §4, paper ``sa-rag``): spreading activation over an entity graph with edge
+"""SA-RAG (docs/methods.md §4, paper ``sa-rag``): spreading activation over an entity graph with edge
 vectors (:mod:`.retriever`), and SA-RAG + chain-of-thought (§6.3, :mod:`.cot`) with the paper's
 prompts (:mod:`.prompts`)."""
 

@@ -1,4 +1,4 @@
-"""SA-RAG + chain-of-thought (SA-RAG §6.3, METHODS.md §6.3): reasoning loop over SA-RAG contexts,
+"""SA-RAG + chain-of-thought (SA-RAG §6.3, docs/methods.md §6.3): reasoning loop over SA-RAG contexts,
 JSON reply parsing, follow-up retrieval and the final answer."""
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def parse_reasoning(reply: str) -> dict[str, Any]:
 
 
 class SARAGCoT:
-    """SA-RAG + CoT iterative retrieval (METHODS.md §6.3; the paper's default agent).
+    """SA-RAG + CoT iterative retrieval (docs/methods.md §6.3; the paper's default agent).
 
     1. Context ``C`` = SA retrieval (:meth:`SARAGRetriever.acquire`) for the question.
     2. Up to ``max_steps`` reasoning calls (system = reasoning prompt; user = ``"**Question:  **"``

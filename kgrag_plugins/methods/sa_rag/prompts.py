@@ -1,4 +1,4 @@
-"""Prompts of SA-RAG + CoT (METHODS.md §4(c), §6.3; sa-rag.md §5.6 and App. B).
+"""Prompts of SA-RAG + CoT (docs/methods.md §4(c), §6.3; sa-rag.md §5.6 and App. B).
 
 Written for this package in the spirit of the paper's reasoning and answering templates: the
 instructions, the roles of the context parts (knowledge paragraphs + key relationships) and the
@@ -12,7 +12,7 @@ JSON output shapes follow the paper; the wording is ours.
   agents' template (and unlike the baselines' one) it asks for the best-supported answer rather
   than offering an "insufficient information" way out.
 
-Retrieved text is data (issue 13): the context's documents and relationships sit inside
+Retrieved text is data: the context's documents and relationships sit inside
 ``<passages>`` / ``<facts>`` blocks (the summary carried between CoT steps inside ``<notes>``),
 built by :meth:`.SARAGRetriever.context` and :meth:`.SARAGCoT.merge_context`, and both system
 prompts say so and include :data:`~kgrag_plugins.models.prompting.DATA_NOTICE`.

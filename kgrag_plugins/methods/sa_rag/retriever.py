@@ -1,6 +1,6 @@
-"""SA-RAG: Spreading Activation RAG (Pavlović, Krész, Hajdu, arXiv 2512.15922; METHODS.md §4, §6.3).
+"""SA-RAG: Spreading Activation RAG (Pavlović, Krész, Hajdu, arXiv 2512.15922; docs/methods.md §4, §6.3).
 
-LLM-free retrieval (:class:`SARAGRetriever`, METHODS.md §4(a) steps 1-10) for one query string x:
+LLM-free retrieval (:class:`SARAGRetriever`, docs/methods.md §4(a) steps 1-10) for one query string x:
 
 1. ``e_x`` = the L2-normalised query vector.
 2. **Seeds**: the ``k`` entities whose ``"name: description"`` vectors are closest to ``e_x``
@@ -31,7 +31,7 @@ LLM-free retrieval (:class:`SARAGRetriever`, METHODS.md §4(a) steps 1-10) for o
    text gives 0.5), sorted by weight, descending. They become the Evidence's facts.
 10. :meth:`SARAGRetriever.context` renders ``"### Context \\n"`` + documents + key relationships.
 
-**Subgraph cap** (a speed option, not in the paper; off by default). SA-RAG (§3, METHODS.md §4(a)
+**Subgraph cap** (a speed option, not in the paper; off by default). SA-RAG (§3, docs/methods.md §4(a)
 step 3) spreads over the *whole* directed ``hops``-hop closure of the seeds, so the default is
 ``max_edges=None``, the paper's setting. On a dense LLM-free graph that closure is a large part
 of the graph, so ``max_edges=N`` bounds the per-query work: when the subgraph has more than
@@ -50,7 +50,7 @@ needs > 0.5), entities farther out are rarely activated; 2000 keeps that inner p
 about nine questions in ten. ``kgrag bench`` runs the paper default as ``sa-rag`` and the cap
 as ``sa-rag-cap2000``.
 
-:class:`SARAGCoT` is SA-RAG + CoT iterative retrieval (METHODS.md §6.3): reasoning calls that
+:class:`SARAGCoT` is SA-RAG + CoT iterative retrieval (docs/methods.md §6.3): reasoning calls that
 summarise the context and either stop or ask a follow-up question, whose text alone drives the
 next SA retrieval, then a final answering call. Prompts: :mod:`.sa_rag_prompts`.
 """
@@ -78,6 +78,7 @@ from ..activation import (
     triple_text,
 )
 from ..base import Retriever
+from ..facts import readable_facts
 
 __all__ = [
     "CONTEXT_HEADER",
@@ -94,7 +95,7 @@ CONTEXT_HEADER = "### Context "
 #: Header of the key-relationship block of a context string.
 RELATIONS_HEADER = "**Key relationships**"
 
-#: The paper's subgraph: no cap on its triples (SA-RAG §3; METHODS.md §4(a) step 3).
+#: The paper's subgraph: no cap on its triples (SA-RAG §3; docs/methods.md §4(a) step 3).
 DEFAULT_MAX_EDGES: int | None = None
 #: The speed option (see "Subgraph cap" in the module docstring): about the p90 number of
 #: triples within one undirected hop of the seeds' neighbourhood on the MuSiQue mentions graph
@@ -148,7 +149,7 @@ class _Subgraph:
 
 
 class SARAGRetriever(Retriever):
-    """SA-RAG retrieval (METHODS.md §4(a) steps 1-10), LLM-free; see the module docstring.
+    """SA-RAG retrieval (docs/methods.md §4(a) steps 1-10), LLM-free; see the module docstring.
 
     Args:
         index: a :class:`~kgrag_plugins.index.store.KnowledgeIndex` with a knowledge graph whose
@@ -184,6 +185,7 @@ class SARAGRetriever(Retriever):
     """
 
     name = "sa-rag"
+    score_kind = "cosine"
     #: The paper's per-dataset k (seed entities) and h (hops), sa-rag.md §5.4.
     DATASET_DEFAULTS: dict[str, dict[str, int]] = {
         "musique": {"k": 3, "hops": 4},
@@ -324,7 +326,7 @@ class SARAGRetriever(Retriever):
         return self._edge_cache.vectors(texts, lambda miss: self.index.embedder.embed(miss, progress=False))
 
     def acquire(self, query: str) -> Evidence:
-        """SA-RAG knowledge acquisition for one query string (METHODS.md §4(a) steps 1-10).
+        """SA-RAG knowledge acquisition for one query string (docs/methods.md §4(a) steps 1-10).
 
         Returns every passage that passes ``document_threshold`` (sorted by query cosine, which
         is the score; no cap), the key relationships as facts (``kind="fact"``, score = rescaled
@@ -426,6 +428,7 @@ class SARAGRetriever(Retriever):
             hop_counts[str(d)] = hop_counts.get(str(d), 0) + 1
         trace: dict[str, Any] = {
             "retriever": self.name,
+            "score_kind": self.score_kind,
             "k": self.k,
             "hops": self.hops,
             "c": self.c,
@@ -472,7 +475,7 @@ class SARAGRetriever(Retriever):
                 f"no document passed the threshold (cos >= {self.document_threshold}) among "
                 f"{len(cols)} passage(s) of {len(activated)} activated entit{'y' if len(activated) == 1 else 'ies'}"
             )
-        return Evidence(query, passages, facts, trace)
+        return Evidence(query, passages, readable_facts(facts, self.index), trace)
 
     def _retrieve(self, query: str, k: int) -> Evidence:
         """:meth:`acquire`, then the first ``k`` passages by query cosine.
@@ -489,7 +492,7 @@ class SARAGRetriever(Retriever):
 
     @staticmethod
     def context(evidence: Evidence) -> str:
-        """The SA-RAG context string (METHODS.md §4(a) step 10).
+        """The SA-RAG context string (docs/methods.md §4(a) step 10).
 
         ``"### Context \\n"`` + the documents (``title\\ntext``; the paper's corpus had no titles)
         joined by blank lines + ``"\\n**Key relationships**\\n"`` + one relationship per line.
@@ -497,7 +500,7 @@ class SARAGRetriever(Retriever):
         :func:`~kgrag_plugins.models.prompting.data_block`), an addition to the paper's format.
         """
         docs = data_block("passages", "\n\n".join(sp.passage.embed_text for sp in evidence.passages))
-        rels = data_block("facts", [f.text for f in evidence.facts])
+        rels = data_block("facts", [f.display for f in evidence.facts])
         return f"{CONTEXT_HEADER}\n{docs}\n{RELATIONS_HEADER}\n{rels}"
 
     @property

@@ -1,4 +1,4 @@
-"""KG-Translator: clue translation into a ParseKG, clue tracing, ranking (METHODS.md §3).
+"""KG-Translator: clue translation into a ParseKG, clue tracing, ranking (docs/methods.md §3).
 
 :class:`TranslatorRetriever` is the retriever (LLM-free by default). The parts:
 :mod:`.entities` / :mod:`.relations` (LLM-free translation), :mod:`.tracing` (Eq. 8-10),

@@ -1,5 +1,5 @@
 """Token-level constraint indexes for KG-Translator's constrained decoding (paper §3.3, Eq. 4-6;
-METHODS.md §3(a) steps 3-4 and §7).
+docs/methods.md §3(a) steps 3-4 and §7).
 
 * :class:`TokenTrie` -- the entity constraint ``C_H`` (Eq. 4): a dict-of-dicts trie over the
   token ids of head-entity names. ``allowed_next(prefix)`` is the set of tokens that keep the
@@ -12,7 +12,7 @@ METHODS.md §3(a) steps 3-4 and §7).
 * :class:`ConstraintIndex` -- both, built from a :class:`~kgrag_plugins.index.parsekg.ParseKG`
   and a tokenizer, with the tokenisation conventions the decoders use.
 
-Decisions (METHODS.md §3(b) / §7 unknowns), also in ``docs/translator.md``:
+Decisions (docs/methods.md §3(d) / §7), also in ``docs/translator.md``:
 
 * **Dict trie, not marisa-trie** (not installed; a dict trie is exact, needs no build step and
   its build time / memory are measured in the docs).

@@ -1,4 +1,4 @@
-"""Clue-translation backends for KG-Translator (paper §3.3, App. J Alg. 1; METHODS.md §3(a)
+"""Clue-translation backends for KG-Translator (paper §3.3, App. J Alg. 1; docs/methods.md §3(a)
 steps 3-4, §7): the translator asks a :class:`TranslationBackend` for ``alpha`` entities, then
 ``beta`` relation spans per entity, and does not care which backend runs.
 
@@ -16,7 +16,7 @@ steps 3-4, §7): the translator asks a :class:`TranslationBackend` for ``alpha``
   entity's hyperrelations. ``vllm_choice=True`` (vLLM servers) also sends the candidate entity
   names as a ``choice`` structured output.
 
-Decisions (METHODS.md §3(b) unknowns; also in ``docs/translator.md``): the alpha x beta clues come
+Decisions (docs/methods.md §3(d), §7; also in ``docs/translator.md``): the alpha x beta clues come
 from **two beam searches** (entities, then relations per entity), not a joint beam; ``@@`` is
 forced after a complete entity name (it is part of the trie's sequences); query-NER merging is
 the translator's job (Part A), not the backend's.

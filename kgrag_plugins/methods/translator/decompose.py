@@ -1,5 +1,5 @@
 """Multi-hop retrieval for KG-Translator (§4 "we implement multi-hop retrieval by chaining query
-decomposition", METHODS §3(a) step 8).
+decomposition", docs/methods.md §3(a) step 8).
 
 **With an LLM**: after each translation round the LLM reads the question, the top passages so far
 and the queries already used (prompt ❸) and answers ``So the next search query is <query>`` or

@@ -1,4 +1,4 @@
-"""LLM-free entity translation (KG-Translator §3.3 Eq. 1/4, METHODS.md §3(e)).
+"""LLM-free entity translation (KG-Translator §3.3 Eq. 1/4, docs/methods.md §3(e)).
 
 The fine-tuned translator decodes α entity names under a Trie of the ParseKG's head entities
 C_H. Without an LLM we translate by matching instead, in three tiers, best first:
@@ -20,8 +20,8 @@ The pool is direction-specific: forward translation uses head entities (C_H, Eq.
 translation the entities that are tails of at least one hyperrelation (App. J). The α best are
 returned; ties inside a tier keep question order. **Query NER entities** (Alg. 2 line 8) are the
 entities that tier 1 links from spaCy NER spans; the retriever adds them on top of the α
-translated entities when they are not already among them (decision for the METHODS §3(b)
-unknown "added on top, or counted inside α": on top, as App. F.1 calls them "a supplement").
+translated entities when they are not already among them (decision for the open point
+"added on top, or counted inside α", docs/methods.md §3(d): on top, as App. F.1 calls them "a supplement").
 """
 
 from __future__ import annotations

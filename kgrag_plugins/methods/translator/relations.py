@@ -1,4 +1,4 @@
-"""LLM-free relation translation (KG-Translator §3.3 Eq. 2/6, METHODS.md §3(e)).
+"""LLM-free relation translation (KG-Translator §3.3 Eq. 2/6, docs/methods.md §3(e)).
 
 The fine-tuned translator decodes β relation spans of at most 16 tokens constrained to be
 substrings of the entity's out-hyperrelations R⁺ (in-hyperrelations R⁻ for reverse
@@ -8,7 +8,7 @@ window), and the β windows of the entity's R± with the highest MiniLM cosine t
 are its relations. A window is a substring of its hyperrelation, so every clue is valid by
 construction (the same guarantee constrained decoding gives).
 
-Decisions (METHODS §3(b) unknowns): "token" here is a whitespace token (the LLM path counts
+Decisions (docs/methods.md §3(d)): "token" here is a whitespace token (the LLM path counts
 tokenizer tokens; Part B's constraints); windows may start at any word boundary; spans that
 are only masks / punctuation are skipped. **Window vectors** are computed for the whole ParseKG
 once, on first use, and persisted in the index generation as ``translator_windows.npy`` (like

@@ -17,7 +17,7 @@ Pipeline per question (``trace["timings"]`` has one entry per component, ms):
    addition: the paper returns the fewer passages; ``backfill="always"`` also fills when nothing
    was traced, ``False`` never).
 
-Decisions (METHODS §3(b)): query NER entities are added *on top of* the α translated ones;
+Decisions (docs/methods.md §3(d)): query NER entities are added *on top of* the α translated ones;
 forward+reverse passages are merged and re-ranked together; beam defaults per dataset are the
 paper's (:data:`BEAMS`), unknown data gets :data:`DEFAULT_BEAMS`. An index without a ParseKG
 is refused at construction (build it with ``builder="parsekg"``); an empty ParseKG, a question
@@ -26,7 +26,11 @@ with no translatable entity, or entities without relations give no clue facts an
 :class:`Evidence`, as the paper returns nothing; dense passages only with ``backfill="always"``,
 flagged in the trace); with fusion (the default ``"dense-first"``, or ``"rrf"``) the fused
 ranking degenerates to the dense one (``trace["fusion"]["traced"] == 0``) -- a fused retriever
-keeps its dense list when the other list is empty. An empty ParseKG is always an empty Evidence.
+keeps its dense list when the other list is empty. Whenever dense passages stand in for traced ones,
+``trace["fallback"]`` says so (``{"to": "dense", "reason": "no entity found"}``, or ``"no passage
+traced"``); a failed prompt-❸ call is recorded the same way. ``trace["score_kind"]`` names the
+scores (cosine, RRF, or the dense-first ranks). Clue facts are shown with the names of their
+traced sentence (:mod:`~kgrag_plugins.methods.facts`). An empty ParseKG is always an empty Evidence.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from ...types import Evidence, Fact, ScoredPassage
+from ...types import Evidence, Fact, ScoredPassage, note_fallback
 from ..base import Retriever
 from .decompose import bridge_entities, next_query
 from .entities import EntityTranslator
@@ -281,6 +285,7 @@ class TranslatorRetriever(Retriever):
         eq = {e for s in ner for e in self.entities.resolve(s)}
         timings["ner"] = (time.perf_counter() - t0) * 1000
         errors: list[dict[str, Any]] = []
+        seen = len(getattr(self.backend, "errors", None) or [])  # an LM backend's failed calls so far
         clues, directions = self._round(query, qvec, ner, eq, 0, timings)
         queries = [query]
         if self.llm is not None and self.max_steps > 0:
@@ -289,6 +294,7 @@ class TranslatorRetriever(Retriever):
             clues = self._bridge(query, qvec, clues, timings)
         t0 = time.perf_counter()
         ranked = rank_passages(self.index, qvec, clue_passages(clues))
+        traced_any = bool(ranked)
         timings["ranking"] = (time.perf_counter() - t0) * 1000
         trace["direction"] = directions
         trace["queries"] = queries
@@ -334,6 +340,20 @@ class TranslatorRetriever(Retriever):
             passages += [ScoredPassage(p, float(s) - 2.0) for p, s in fill]
             trace["backfill"] = [p.id for p, _ in fill]
             timings["backfill"] = (time.perf_counter() - t0) * 1000
+        trace["score_kind"] = self._score_kind("backfill" in trace)
+        failed = list((getattr(self.backend, "errors", None) or [])[seen:])  # this call's LM translation errors
+        why = None
+        if failed:
+            trace["llm_error"] = failed
+            why = f"LLM error in {failed[-1].get('step', 'translation')}: {failed[-1].get('error', '?')}"
+        if passages and not traced_any:  # the dense ranking stands in for the traced one
+            note_fallback(trace, "dense", why or trace["reason"].split(":")[0])
+        elif why:
+            note_fallback(trace, "the clues translated before the error", why)
+        if errors:  # prompt ❸ failed: the LLM-free bridge step (or the clues so far) instead
+            last = errors[-1]
+            to = "the LLM-free bridge step" if self.opts["bridge"] else "the clues found so far"
+            note_fallback(trace, to, f"LLM error in {last.get('step', 'decomposition')}: {last.get('error', '?')}")
         facts = [
             Fact(
                 f"{c.name} @@ {c.relation}",
@@ -341,7 +361,9 @@ class TranslatorRetriever(Retriever):
                 score=c.score,
                 data={
                     "entity": c.entity,
+                    "name": c.name,
                     "relation": c.relation,
+                    "hyperrelation": c.hyperrelations.get(c.sentences[0]) if c.sentences else None,
                     "direction": c.direction,
                     "sentences": [kg.sentence(s) for s in c.sentences],
                     "passage_ids": c.passage_ids,
@@ -352,6 +374,18 @@ class TranslatorRetriever(Retriever):
         for key in timings:
             timings[key] = round(timings[key], 3)
         return Evidence(query, passages, facts, trace)
+
+    def _score_kind(self, backfilled: bool) -> str:
+        """What this call's passage scores are (``trace["score_kind"]``)."""
+        if self.opts["traced_bonus"] is not None:
+            kind = "cosine (+ traced_bonus for traced passages)"
+        elif self.opts["fusion"] == "rrf":
+            kind = "fusion rank (RRF)"
+        elif self.opts["fusion"] == "dense-first":
+            kind = "rank (dense-first fusion: 1 / (1 + rank))"
+        else:
+            kind = "cosine"
+        return kind + ("; dense fill-up: cosine - 2" if backfilled else "")
 
     def _fuse(
         self,

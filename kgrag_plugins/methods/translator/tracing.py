@@ -1,7 +1,7 @@
 """Clue tracing and ranking (KG-Translator §3.4 Eq. 8-10, App. J Alg. 2).
 
 Eq. 8: the sentences of a clue (ê, r̂) are those whose hyperrelation r_s *contains* r̂ (r̂ is a
-span, so "r̂ = r_s" is read as "substring", METHODS §3(a) step 6) and in which ê takes the
+span, so "r̂ = r_s" is read as "substring", docs/methods.md §3(a) step 6) and in which ê takes the
 right role: **head** for a forward clue (r_s ∈ R⁺(ê)), **tail** for a reverse clue (R⁻).
 Eq. 9: their passages. Eq. 10: passages ranked by MiniLM cosine to the question (the passage
 vectors stored in the index, no re-embedding), top k.
@@ -27,18 +27,27 @@ class Clue:
     sentences: list[int] = field(default_factory=list)
     passage_ids: list[str] = field(default_factory=list)
     step: int = 0
+    #: sentence id -> the full hyperrelation it traced through (``relation`` is a span of it); what
+    #: says which entity mention fills which ``##`` slot when the clue is shown with names.
+    hyperrelations: dict[int, str] = field(default_factory=dict)
 
 
 def trace_clue(parsekg: Any, clue: Clue) -> Clue:
-    """Fill ``clue.sentences`` / ``clue.passage_ids`` (Eq. 8-9); returns the clue."""
+    """Fill ``clue.sentences`` / ``clue.passage_ids`` / ``clue.hyperrelations`` (Eq. 8-9); returns the clue."""
     role = "head" if clue.direction == "forward" else "tail"
     hypers = parsekg.out_hyperrelations(clue.entity) if role == "head" else parsekg.in_hyperrelations(clue.entity)
     rel = " ".join(clue.relation.split())
     sents: list[int] = []
+    texts: dict[int, str] = {}
     for h in hypers:
-        if rel and rel in " ".join(parsekg.hyperrelation(h).split()):
-            sents.extend(parsekg.sentences_of(h, clue.entity, role))
+        text = parsekg.hyperrelation(h)
+        if rel and rel in " ".join(text.split()):
+            found = parsekg.sentences_of(h, clue.entity, role)
+            sents.extend(found)
+            for s in found:
+                texts.setdefault(s, text)
     clue.sentences = list(dict.fromkeys(sents))
+    clue.hyperrelations = texts
     clue.passage_ids = parsekg.passages_of(clue.sentences) if clue.sentences else []
     return clue
 

@@ -1,5 +1,5 @@
-"""KG-Translator's clue translation on vLLM (paper §3.3, App. J Alg. 1; METHODS.md §3(a) steps
-3-4, §7; issue 18), and the automatic choice of a translation backend.
+"""KG-Translator's clue translation on vLLM (paper §3.3, App. J Alg. 1; docs/methods.md §3(a) steps
+3-4, §7), and the automatic choice of a translation backend.
 
 * :func:`export_constraints` writes the self-contained constraint file that the vLLM logits
   processor (:mod:`kgrag_plugins.models.vllm_logits`) reads in the vLLM process (token ids of the
@@ -18,7 +18,7 @@
   server / engine has it, vLLM structured outputs for other vLLM servers, else unconstrained
   decoding + projection (:class:`~.decoding.ProjectionBackend`).
 
-Decision (METHODS.md §3(b) unknowns; docs/vllm.md): vLLM V1's beam search runs in the API server
+Decision (docs/methods.md §7; docs/vllm.md): vLLM V1's beam search runs in the API server
 one token per request with the beam in the prompt, which a per-request logits processor cannot
 follow, so the alpha / beta candidates come from ``n`` samples (``temperature`` 1) ranked
 by their cumulative log-probability (before masking), deduplicated, best ``alpha`` / ``beta`` kept.

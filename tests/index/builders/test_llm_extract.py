@@ -200,7 +200,7 @@ def test_alias_resolution_merges_across_passages():
 
 
 def test_triple_endpoint_merged_under_other_name_is_kept():
-    """The paper code silently dropped this edge (METHODS 4(d)); here it resolves."""
+    """The paper code silently dropped this edge (docs/methods.md §4(d)); here it resolves."""
     passages = [Passage("a", "zq1"), Passage("b", "zq2")]
     ner_replies = {
         "zq1": ner(ent("Barack Obama")),

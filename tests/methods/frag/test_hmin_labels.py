@@ -1,4 +1,4 @@
-"""FRAG's h_min hop labels (issue 13 item 11; FRAG §3 "Preliminary" and §4.2, METHODS.md §2(b)).
+"""FRAG's h_min hop labels (issue 13 item 11; FRAG §3 "Preliminary" and §4.2, docs/methods.md §2(b)).
 
 A question is simple iff h_min <= δ = 2, where h_min is the fewest KG hops from its topic entity
 to an answer entity. :func:`hmin_hops` computes it by BFS with edges walked both ways;

@@ -1,4 +1,4 @@
-"""FRAG (METHODS.md §2): hop-aware routing between a simple and a complex path-retrieval pipeline.
+"""FRAG (docs/methods.md §2): hop-aware routing between a simple and a complex path-retrieval pipeline.
 
 Most tests run on a hand-made movie KG stored one way, like MetaQA's ``kb.txt`` (``movie
 directed_by person``, ``movie starred_actors person``, ...), so a person or a genre is only ever

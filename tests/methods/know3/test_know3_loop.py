@@ -1,4 +1,4 @@
-"""The Know³ loop's control flow (METHODS.md §5(a)) with a scripted LLM and LLM-free: accepted at
+"""The Know³ loop's control flow (docs/methods.md §5(a)) with a scripted LLM and LLM-free: accepted at
 turn 0, retrieval at turn 1, forced output at T, invalid replies -> retry -> LLM-free step with a
 WARNING and a trace entry, reasons instead of exceptions, and freshness after ``add_passages``.
 

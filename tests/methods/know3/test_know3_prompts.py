@@ -1,4 +1,4 @@
-"""Know³ prompts and reply parsers (App. D, METHODS.md §5(c)) and the θ_t schedules (§5(b), §8.1)."""
+"""Know³ prompts and reply parsers (App. D, docs/methods.md §5(c)) and the θ_t schedules (§5(b), §8.1)."""
 
 from __future__ import annotations
 

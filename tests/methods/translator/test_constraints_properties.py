@@ -1,4 +1,4 @@
-"""Constraint indexes against brute force (METHODS.md §7): the entity trie and the relation span
+"""Constraint indexes against brute force (docs/methods.md §7): the entity trie and the relation span
 index on random token sequences (hypothesis), and the ParseKG-level ConstraintIndex."""
 
 from __future__ import annotations

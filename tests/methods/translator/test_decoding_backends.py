@@ -1,4 +1,4 @@
-"""Constrained decoding backends (METHODS.md §3(a) steps 3-4, §7): a tiny random-weight Llama with
+"""Constrained decoding backends (docs/methods.md §3(a) steps 3-4, §7): a tiny random-weight Llama with
 a tokenizer trained here on the test corpus; with constraints every clue is valid, without them
 the same model produces invalid strings. The projection backend with a ScriptedLLM."""
 

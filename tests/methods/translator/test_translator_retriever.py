@@ -1,4 +1,4 @@
-"""KG-Translator retriever on a hand-made corpus with known clues (METHODS.md §3): forward and
+"""KG-Translator retriever on a hand-made corpus with known clues (docs/methods.md §3): forward and
 reverse translation, tracing roles, ranking, bad input, the backend protocol, the scripted-LLM
 decomposition loop and the LLM-free bridge step."""
 
