@@ -52,6 +52,7 @@ test-slow: $(STAMP) browser
 
 # Execute every notebook offline (outputs are not written back: the committed ones stay stripped).
 notebooks: $(STAMP)
+	$(PY) notebooks/execute.py
 	$(PY) -m pytest -q -p no:cacheprovider -m "slow or not slow" tests/test_notebooks.py
 
 # Serve graphs/ (langgraph.json) locally: LangGraph Studio / langgraph_sdk on http://127.0.0.1:2024

@@ -49,8 +49,9 @@ def normalise(text: str) -> str:
     return _NUM.sub(_round, text)
 
 
-def text_outputs(book: Any) -> list[list[str]]:
-    """Per code cell, its normalised text outputs (streams, text/plain results, errors)."""
+def text_outputs(book: Any) -> list[str]:
+    """Per code cell, its normalised text output (streams, text/plain results and errors, joined:
+    how consecutive stream chunks are split differs between a live run and a stored file)."""
     cells = []
     for cell in book["cells"]:
         if cell["cell_type"] != "code":
@@ -65,7 +66,7 @@ def text_outputs(book: Any) -> list[list[str]]:
                     texts.append(normalise("".join(plain) if isinstance(plain, list) else plain))
             elif out["output_type"] == "error":
                 texts.append(f"ERROR {out.get('ename')}: {out.get('evalue')}")
-        cells.append(texts)
+        cells.append("".join(texts))
     return cells
 
 

@@ -75,11 +75,12 @@ def test_skipped_blocks_say_why() -> None:
 #: The driver: runs the blocks in order; a failing block exits 3 naming its README line.
 _DRIVER = textwrap.dedent(
     """
-    import json, subprocess, sys, traceback
+    import json, subprocess, sys, time, traceback
     blocks = json.load(open(sys.argv[1]))
     ns = {"__name__": "__readme__"}
+    t0 = time.perf_counter()
     for b in blocks:
-        print(f"=== README.md:{b['line']} ({b['lang']})", flush=True)
+        print(f"=== README.md:{b['line']} ({b['lang']}) at {time.perf_counter() - t0:.1f} s", flush=True)
         if b["lang"] == "python":
             try:
                 exec(compile(b["code"], f"README.md:{b['line']}", "exec"), ns)

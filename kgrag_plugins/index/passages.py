@@ -190,7 +190,7 @@ class PassageStore:
 
         A damaged or inconsistent file raises :class:`~.errors.IndexCorruptError` naming it.
         """
-        import bm25s
+        bm25s = _bm25s()
 
         d = Path(directory)
         fix = "rebuild the index with `kgrag index` (or restore it from a backup)"
@@ -298,7 +298,7 @@ class PassageStore:
 
     def bm25_search(self, query: str, k: int) -> list[tuple[Passage, float]]:
         """Top-``k`` passages by BM25 (Lucene variant, English stopwords and Snowball stemming)."""
-        import bm25s
+        bm25s = _bm25s()
 
         k = min(k, len(self._passages))
         tokens = bm25s.tokenize([query], stopwords="en", stemmer=self._stem, show_progress=False)
@@ -308,8 +308,19 @@ class PassageStore:
         return [(self._passages[int(i)], float(s)) for i, s in zip(docs[0], scores[0]) if s > 0]
 
 
-def _build_bm25(passages: Sequence[Passage]):
+def _bm25s() -> Any:
+    """``bm25s``, its logger back under the application's logging config (bm25s sets it to DEBUG
+    on import, so any root handler printed its "Building index" lines)."""
     import bm25s
+
+    log = logging.getLogger("bm25s")
+    if log.level == logging.DEBUG:
+        log.setLevel(logging.NOTSET)
+    return bm25s
+
+
+def _build_bm25(passages: Sequence[Passage]):
+    bm25s = _bm25s()
 
     texts = [f"{p.title}\n{p.text}" if p.title else p.text for p in passages]
     tokens = bm25s.tokenize(texts, stopwords="en", stemmer=_stemmer(), show_progress=False)
