@@ -4,12 +4,11 @@ stored text outputs are what the current code prints (``make notebooks`` regener
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import tempfile
 from pathlib import Path
-
-import importlib.util
 
 import pytest
 from conftest import require_extra
