@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -289,6 +290,15 @@ def build_parser() -> argparse.ArgumentParser:
     from .eval.kgqa import KGQA_RETRIEVERS, TRAIN_PER_HOP
 
     p = argparse.ArgumentParser(prog="kgrag", description="Knowledge-graph RAG plug-ins: demo, benchmarks, indexing.")
+    p.add_argument(
+        "-v",
+        "--log-verbose",
+        dest="log_verbosity",
+        action="count",
+        default=0,
+        help="log INFO (-v) or DEBUG (-vv) to stderr, libraries (Ray, Chroma, httpx, ...) included; "
+        "without it: warnings only",
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser("demo", help="index the bundled sample corpus and answer its questions (offline)")
@@ -486,9 +496,27 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: Libraries whose INFO chatter stays out of a command's output unless ``-v``.
+_CHATTY = ("ray", "ray.data", "chromadb", "httpx", "httpcore", "urllib3", "transformers", "sentence_transformers")
+
+
+def _configure_logging(verbosity: int) -> None:
+    """Warnings only by default (ours and the libraries'); ``-v`` INFO, ``-vv`` DEBUG. A handler the
+    caller installed already (a test, an application) is left as it is."""
+    level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    root = logging.getLogger()
+    if not root.handlers:
+        logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    elif verbosity > 0:
+        root.setLevel(level)
+    for name in _CHATTY:
+        logging.getLogger(name).setLevel(logging.WARNING if verbosity <= 0 else level)
+
+
 def main(argv: list[str] | None = None) -> int:
     setup_offline_env()
     args = build_parser().parse_args(argv)
+    _configure_logging(args.log_verbosity)
     try:
         return int(args.func(args) or 0)
     except (ValueError, FileNotFoundError, KeyError) as e:

@@ -215,3 +215,24 @@ def test_python_api_takes_either_spelling(tiny_index):
         assert type(SpreadingActivationRetriever(tiny_index, variant=variant).retriever) is SARAGRetriever
     with pytest.raises(ValueError, match="unknown method 'kg_infusd'; choose one of"):
         tiny_index.as_retriever("kg_infusd")
+
+
+def test_libraries_log_warnings_only_unless_verbose():
+    import logging
+
+    from kgrag_plugins.cli import _CHATTY, _configure_logging
+
+    saved = {n: logging.getLogger(n).level for n in _CHATTY}
+    root_level = logging.getLogger().level
+    try:
+        _configure_logging(0)
+        assert all(logging.getLogger(n).getEffectiveLevel() == logging.WARNING for n in _CHATTY)
+        _configure_logging(1)
+        assert logging.getLogger("ray.data").getEffectiveLevel() == logging.INFO
+        assert logging.getLogger().level == logging.INFO
+        _configure_logging(2)
+        assert logging.getLogger("chromadb").getEffectiveLevel() == logging.DEBUG
+    finally:
+        for n, lvl in saved.items():
+            logging.getLogger(n).setLevel(lvl)
+        logging.getLogger().setLevel(root_level)

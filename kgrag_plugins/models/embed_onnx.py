@@ -19,6 +19,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Literal, Sequence
 
@@ -138,6 +139,27 @@ class _DropRecords(logging.Filter):
         return False
 
 
+#: An export directory older than this was left by a killed run (an export takes minutes at most).
+STALE_EXPORT_S = 3600.0
+
+
+def remove_stale_exports(parent: Path, max_age_s: float = STALE_EXPORT_S) -> list[Path]:
+    """Delete ``parent/.export-*`` directories older than ``max_age_s`` (left behind when a run was
+    killed mid-export, where ``finally`` never ran); returns what was removed."""
+    removed = []
+    now = time.time()
+    for d in parent.glob(".export-*"):
+        try:
+            if d.is_dir() and now - d.stat().st_mtime > max_age_s:
+                shutil.rmtree(d, ignore_errors=True)
+                removed.append(d)
+        except OSError:  # another process removed it first
+            continue
+    if removed:
+        logger.info("removed %d unfinished ONNX export(s) in %s", len(removed), parent)
+    return removed
+
+
 def ensure_onnx_model(
     model_dir: str | Path, *, quantize: str | None = "int8", cache_dir: str | Path | None = None
 ) -> Path:
@@ -152,7 +174,13 @@ def ensure_onnx_model(
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    logger.warning("exporting %s to ONNX (%s) into %s: once, about a minute", model_dir, quantize or "fp32", target)
+    remove_stale_exports(target.parent)
+    logger.warning(
+        "exporting %s to ONNX (%s) into %s: once; seconds on an idle machine, minutes on a busy one",
+        model_dir,
+        quantize or "fp32",
+        target,
+    )
     tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
     try:
         fp32 = tmp / "model.onnx"

@@ -172,3 +172,20 @@ def test_int8_dense_retrieval_on_sample_index(int8, sample_corpus, sample_questi
     assert ours >= base - 0.05, (ours, base)
     with pytest.raises(ValueError, match="built with embedder"):
         KnowledgeIndex.open(tmp_path / "idx", embedder=default_embedder())
+
+
+def test_a_killed_export_leaves_nothing_behind_for_long(tmp_path):
+    """``.export-*`` dirs of killed runs (no ``finally``) are removed by the next export, fresh ones kept."""
+    import os
+    import time
+
+    from kgrag_plugins.models.embed_onnx import STALE_EXPORT_S, remove_stale_exports
+
+    old, fresh = tmp_path / ".export-old", tmp_path / ".export-fresh"
+    for d in (old, fresh):
+        d.mkdir()
+        (d / "model.onnx").write_bytes(b"partial")
+    past = time.time() - STALE_EXPORT_S - 60
+    os.utime(old, (past, past))
+    assert remove_stale_exports(tmp_path) == [old]
+    assert not old.exists() and fresh.is_dir()
