@@ -70,8 +70,18 @@ def test_every_logger_is_a_child_of_kgrag_plugins():
                 name = ast.unparse(arg) if arg is not None else "<root>"
             names.append((f"{path.relative_to(PACKAGE)}:{call.lineno}", name))
     assert names  # the package does log
-    bad = [(where, n) for where, n in names if n != "kgrag_plugins" and not n.startswith("kgrag_plugins.")]
+    bad = [
+        (where, n)
+        for where, n in names
+        if n != "kgrag_plugins" and not n.startswith("kgrag_plugins.") and (where.split(":")[0], n) not in OTHERS
+    ]
     assert bad == []
+
+
+#: The only places that touch loggers outside ours: the ``kgrag`` command (an application: it
+#: configures the root and quiets chatty libraries unless ``-v``) and bm25s's logger, which bm25s
+#: sets to DEBUG on import (handed back to the application's config).
+OTHERS = {("cli.py", "<root>"), ("cli.py", "name"), ("index/passages.py", "bm25s")}
 
 
 # --------------------------------------------------------------------------- WARNING on LLM fallbacks

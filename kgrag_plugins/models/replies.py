@@ -12,11 +12,16 @@ here: the HTTP client already retried within its deadline.
 The text checks are deliberately simple and documented (:func:`check_text`): non-empty, has
 letters or digits, at most ``max_chars``, mostly word characters (a reply of symbols is garbage),
 not a refusal (``"I'm sorry"``, ``"I cannot"``, ``"As an AI"`` ...), and optionally not an echo
-of the prompt's instructions (a line of 24+ characters copied from the fixed prompt text).
+of the prompt's instructions (a line of 24+ characters copied from the fixed prompt text). Where
+prose was asked (``prose=True``: notes, summaries, expanded queries) a reply shaped like JSON,
+markup or code is invalid, and with a ``context`` (the question and the evidence the prompt showed)
+a reply must share at least one content word with it: a random string or an off-topic ramble is
+not passed on as a note or a query.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Callable
@@ -26,7 +31,16 @@ from .breaker import LLMError
 from .messages import Message
 from .structured import OutputSchema, schema_enabled
 
-__all__ = ["InvalidReply", "apply_schema", "check_text", "complete_validated", "first_line", "is_refusal"]
+__all__ = [
+    "InvalidReply",
+    "apply_schema",
+    "check_text",
+    "complete_validated",
+    "content_words",
+    "first_line",
+    "is_refusal",
+    "not_prose",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +84,46 @@ def is_refusal(text: str) -> bool:
     return bool(_REFUSAL.match(text or ""))
 
 
+#: Words too common to show a reply is about its question (English function words).
+_STOPWORDS = frozenset(
+    "the a an and or but nor of in on at to for from by with without as is are was were be been being "
+    "it its this that these those there their they them he she his her him we our you your i me my "
+    "which who whom whose what when where why how not no yes can could would should will shall may "
+    "might must do does did done has have had having than then so such also into onto over under "
+    "about after before between during through up down out off only just very more most other some "
+    "any each all both few many much own same".split()
+)
+_WORD = re.compile(r"[^\W_]+", re.U)
+_CODE_START = re.compile(r"^(?:def|class|import|from\s+\S+\s+import|function|var|const|let|SELECT|#include)\b")
+_MARKUP_START = re.compile(r"^<\s*/?\s*[A-Za-z][^>]*>")
+
+
+def content_words(text: str) -> set[str]:
+    """Lower-cased words of 3+ characters that are not function words, cut to 6 characters (a
+    crude stem: ``founded`` and ``founder`` meet)."""
+    return {w[:6] for w in _WORD.findall((text or "").lower()) if len(w) >= 3 and w not in _STOPWORDS}
+
+
+def not_prose(text: str) -> str | None:
+    """Why ``text`` is JSON, markup or code rather than prose (``None``: it reads as prose)."""
+    t = (text or "").strip()
+    if t[:1] in "{[":
+        try:
+            json.loads(t)
+            return "JSON"
+        except ValueError:
+            if t[:1] == "{" or t.endswith(("}", "]")):
+                return "JSON-like"
+    if "```" in t:
+        return "a code block"
+    first = t.splitlines()[0] if t else ""
+    if _MARKUP_START.match(first):
+        return "markup"
+    if _CODE_START.match(first):
+        return "code"
+    return None
+
+
 def _norm(s: str) -> str:
     return " ".join(re.sub(r"[^\w\s]", " ", s.lower()).split())
 
@@ -80,11 +134,17 @@ def check_text(
     max_chars: int = 4000,
     single_line: bool = False,
     instructions: str | None = None,
+    prose: bool = False,
+    context: str | None = None,
 ) -> str:
     """Return ``text`` stripped (its first non-empty line when ``single_line``) or raise
     :class:`InvalidReply`: empty; no letter or digit; longer than ``max_chars``; under 70 %
-    word characters (letters, digits, spaces, ``.,;:'"()-–—?!%&/$€£``); a refusal; or (with
-    ``instructions``, the prompt's fixed wording) a line of at least 24 characters copied from it."""
+    word characters (letters, digits, spaces, ``.,;:'"()-–—?!%&/$€£``); a refusal; (with
+    ``instructions``, the prompt's fixed wording) a line of at least 24 characters copied from it;
+    (``prose``) JSON, markup or code (:func:`not_prose`); (with ``context``, the question and the
+    evidence shown) no content word in common with it (:func:`content_words`)."""
+    if prose and (why := not_prose(text)):
+        raise InvalidReply(f"{why} where prose was asked: {(text or '').strip()[:_SNIPPET]!r}")
     s = first_line(text) if single_line else (text or "").strip()
     if not s:
         raise InvalidReply("empty reply")
@@ -102,6 +162,8 @@ def check_text(
             n = _norm(line)
             if len(n) >= _ECHO_MIN_CHARS and n in fixed:
                 raise InvalidReply(f"reply echoes the instructions: {line.strip()[:_SNIPPET]!r}")
+    if context is not None and content_words(context) and not (content_words(s) & content_words(context)):
+        raise InvalidReply(f"reply shares no content word with the question and evidence: {s[:_SNIPPET]!r}")
     return s
 
 

@@ -65,7 +65,10 @@ def test_registry():
         build_agent("self-asking", SpyRetriever())
 
 
-@pytest.mark.parametrize("name", [*PLAIN, "self-ask+kg-infused"])
+@pytest.mark.parametrize(
+    "name",
+    [*PLAIN, pytest.param("self-ask+kg-infused", marks=pytest.mark.slow)],  # its KG step: make test-slow
+)
 @pytest.mark.parametrize("make", [MyLangChainRetriever, MyLlamaIndexRetriever])
 def test_user_framework_retrievers_plug_into_every_agent(name, make, request):
     opts = {}

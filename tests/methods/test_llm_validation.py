@@ -252,3 +252,70 @@ def test_kg_infused_note_steps_tell_invalid_replies_from_outages(kgi_index: Know
         r.write_note("Who directed Inception?", [])
     assert not isinstance(down.value, RepliesStayedInvalid) and error_kind(down.value) == "llm_error"
     assert _llm_down([{"step": "kg.write_note", "kind": error_kind(down.value)}], QuestionMeter())
+
+
+# --------------------------------------------------------------------------- free text: prose, on topic
+
+
+@pytest.mark.parametrize(
+    ("reply", "why"),
+    [
+        ('{"query": "Inception director"}', "JSON where prose was asked"),
+        ('[{"note": "x"}]', "JSON where prose was asked"),
+        ('{"query": "Inception', "JSON-like where prose was asked"),
+        ("```python\nprint(1)\n```", "a code block where prose was asked"),
+        ("<pre><code>\nInception\n", "markup where prose was asked"),
+        ("def answer():\n    return 'Nolan'", "code where prose was asked"),
+        ("xq zzv plorbit gnarf", "shares no content word"),
+        ("The weather in Paris is sunny today.", "shares no content word"),
+    ],
+)
+def test_free_text_must_be_prose_and_on_topic(reply: str, why: str) -> None:
+    with pytest.raises(InvalidReply, match=why):
+        check_text(reply, prose=True, context="Who directed Inception?\nInception was directed by Christopher Nolan.")
+
+
+def test_free_text_on_topic_prose_passes() -> None:
+    ctx = "Who founded the Jagiellonian University?\nIt was founded in 1364 by King Casimir III the Great."
+    assert check_text("Casimir the Great founded it.", prose=True, context=ctx) == "Casimir the Great founded it."
+    assert check_text("The founder: King Casimir III (1364).", prose=True, context=ctx)
+    assert check_text("Founders of Kraków's university", prose=True, context=ctx)  # 6-character stems meet
+    assert check_text('{"a": 1}') == '{"a": 1}'  # without prose=True the old checks only
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200))
+def test_free_text_validation_is_total(text: str) -> None:
+    try:
+        out = check_text(text, prose=True, context="Inception Nolan director")
+    except InvalidReply:
+        return
+    assert out and out == out.strip()
+
+
+def test_kg_infused_random_or_json_expansion_falls_back(kgi_index: KnowledgeIndex, caplog) -> None:
+    """A random string, then a JSON blob as the "expanded query": the LLM-free expansion is used,
+    with a WARNING and a trace entry naming why."""
+    fn, seen = _script(
+        select="None",
+        summary="Inception was directed by Christopher Nolan.",
+        qe=["xq zzv plorbit gnarf", '{"new_query": "Inception director"}'],
+    )
+    r = KGInfusedRetriever(kgi_index, llm=ScriptedLLM(fn), k_entities=1, rounds=1)
+    with caplog.at_level(logging.WARNING):
+        ev = r.retrieve("Inception", 3)
+    assert seen.count("qe") == 2
+    errs = [e for e in ev.trace["llm_error"] if e["step"] == "query_expansion"]
+    assert errs and errs[0]["kind"] == "invalid_reply" and "JSON" in errs[0]["error"]
+    assert "plorbit" not in ev.trace["expanded_query"] and "{" not in ev.trace["expanded_query"]
+    assert ev.trace["expanded_query"].startswith("Inception")
+    assert "query_expansion" in caplog.text
+
+
+def test_kg_infused_off_topic_note_is_not_passed_on(kgi_index: KnowledgeIndex) -> None:
+    ev = Evidence(Q, [ScoredPassage(Passage("c2", "Nolan was born in London.", "Nolan"), 1.0)], [], {})
+    off_topic = "The weather in Madrid is sunny and warm today."
+    with pytest.raises(LLMError, match="shares no content word"):
+        KGInfusedRetriever(kgi_index, llm=ScriptedLLM([off_topic, off_topic]), k_entities=1).write_note(Q, ev.passages)
+    note = KGInfusedRetriever(kgi_index, llm=ScriptedLLM(["Nolan was born in London."]), k_entities=1)
+    assert note.write_note(Q, ev.passages) == "Nolan was born in London."

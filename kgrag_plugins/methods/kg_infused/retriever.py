@@ -103,12 +103,28 @@ def _instructions(template: str) -> str:
     return re.sub(r"\{[a-z_]+\}", "\n", template)
 
 
-def _text_validator(template: str, *, single_line: bool = False, max_chars: int = 4000):
-    """Validator of a free-text reply: :func:`~.prompts.postprocess`, then :func:`check_text`."""
+def _text_validator(
+    template: str,
+    *,
+    single_line: bool = False,
+    max_chars: int = 4000,
+    context: str | None = None,
+    prose: bool = True,
+):
+    """Validator of a free-text reply: :func:`~.prompts.postprocess`, then :func:`check_text` as
+    prose (no JSON, markup or code), sharing a content word with ``context`` (the question and the
+    evidence the prompt showed) when given."""
     instructions = _instructions(template)
 
     def validate(reply: str) -> str:
-        return check_text(P.postprocess(reply), single_line=single_line, max_chars=max_chars, instructions=instructions)
+        return check_text(
+            P.postprocess(reply),
+            single_line=single_line,
+            max_chars=max_chars,
+            instructions=instructions,
+            prose=prose,
+            context=context,
+        )
 
     return validate
 
@@ -445,7 +461,10 @@ class KGInfusedRetriever(Retriever):
         )
         out = self._complete(
             prompt,
-            _text_validator(self._prompt("triples_summary")),
+            _text_validator(
+                self._prompt("triples_summary"),
+                context=question + "\n" + "\n".join(triple_text(self.graph, ti) for ti in memory.triples),
+            ),
             "summary",
             _errors_of(memory),
             schema=P.PROSE_SCHEMAS["summary"],
@@ -475,7 +494,9 @@ class KGInfusedRetriever(Retriever):
             template = self._prompt("query_expansion_only_query")
             prompt = template.format(question=question)
         errors = _errors_of(memory) if memory is not None else None
-        validate = _text_validator(template, single_line=True, max_chars=MAX_QUERY_CHARS)
+        validate = _text_validator(
+            template, single_line=True, max_chars=MAX_QUERY_CHARS, context=f"{question}\n{summary}"
+        )
         line = self._complete(prompt, validate, "query_expansion", errors, schema=P.QUERY_EXPANSION_SCHEMA)
         if line is None:
             return self._template_expansion(question, memory)
@@ -567,12 +588,13 @@ class KGInfusedRetriever(Retriever):
             out.append((p.title, p.text))
         return out
 
-    def _complete_or_raise(self, prompt: str, template: str, step: str) -> str:
+    def _complete_or_raise(self, prompt: str, template: str, step: str, context: str | None = None) -> str:
         """A validated free-text call; raises :class:`LLMError` (naming the step and why) when the
         call failed, :class:`~kgrag_plugins.models.replies.RepliesStayedInvalid` (an ``LLMError``)
         when the reply stayed invalid, so callers take their LLM-free path."""
         errors: list[dict[str, Any]] = []
-        out = self._complete(prompt, _text_validator(template), step, errors, schema=P.PROSE_SCHEMAS.get(step))
+        validate = _text_validator(template, context=context)
+        out = self._complete(prompt, validate, step, errors, schema=P.PROSE_SCHEMAS.get(step))
         if out is None:
             last = errors[-1] if errors else {"kind": "invalid_reply", "error": "no valid reply"}
             if last["kind"] == "llm_error":
@@ -589,7 +611,8 @@ class KGInfusedRetriever(Retriever):
         prompt = self._prompt("write_note").format(
             question=question, passages=P.format_passages(self._passage_pairs(passages))
         )
-        return self._complete_or_raise(prompt, self._prompt("write_note"), "write_note")
+        shown = "\n".join(f"{t}\n{x}" for t, x in self._passage_pairs(passages))
+        return self._complete_or_raise(prompt, self._prompt("write_note"), "write_note", f"{question}\n{shown}")
 
     def augment(self, question: str, note: str | None, summary: str) -> str | None:
         """Eq. 10: the note rewritten with the triples summary (Table 16); ``None`` without an LLM
@@ -600,7 +623,7 @@ class KGInfusedRetriever(Retriever):
         if not summary.strip():
             return note
         prompt = self._prompt("aug_passage").format(question=question, passage=note, triples_summary=summary)
-        return self._complete_or_raise(prompt, self._prompt("aug_passage"), "augment")
+        return self._complete_or_raise(prompt, self._prompt("aug_passage"), "augment", f"{question}\n{note}\n{summary}")
 
     def answer(self, question: str, evidence: Evidence, note: str | None = None) -> Answer:
         """Eq. 11: the with-retrieval answer prompt (Table 9) with ``note`` in the ``Passages:``
@@ -615,7 +638,7 @@ class KGInfusedRetriever(Retriever):
             if evidence.facts:
                 slot += "\n\nKnowledge graph facts:\n" + "\n".join(f"- {f.display}" for f in evidence.facts)
         replies: list[str] = []
-        check = _text_validator(self._prompt("base_retri"), max_chars=MAX_ANSWER_CHARS)
+        check = _text_validator(self._prompt("base_retri"), max_chars=MAX_ANSWER_CHARS, prose=False)
 
         def validate(reply: str) -> str:
             replies.append(reply)
