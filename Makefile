@@ -41,8 +41,10 @@ else
 	@echo "chromium: $(CHROMIUM)"
 endif
 
-# No pytest cache and no __pycache__ folders in the checkout (tests write only to temp dirs).
-TEST_ENV := PYTHONPYCACHEPREFIX=$${TMPDIR:-/tmp}/kgrag-pycache
+# No pytest cache and no __pycache__ folders in the checkout (tests write only to temp dirs). Not
+# PYTHONPYCACHEPREFIX: with it, every subprocess (CLI, notebook kernels, the README's blocks) reads
+# no compiled site-packages and recompiles torch, transformers, ... from source (2x slower blocks).
+TEST_ENV := PYTHONDONTWRITEBYTECODE=1
 
 test: $(STAMP) browser models
 	$(TEST_ENV) $(PY) -m pytest -q -p no:cacheprovider --durations=40
