@@ -43,7 +43,7 @@ from .datasets.metrics import recall_at_k
 from .index.store import KnowledgeIndex
 from .methods.activation import ActivationRetriever
 from .methods.baselines import BM25Retriever, DenseRetriever, HybridRetriever, PPRRetriever
-from .methods.facts import unmask_sentence
+from .methods.facts import readable_facts, unmask_sentence
 from .methods.frag import FRAGRetriever
 from .methods.kg_infused import KGInfusedRetriever
 from .methods.sa_rag import SARAGRetriever
@@ -236,16 +236,12 @@ def _kgqa_benchmark_lines() -> list[str]:
 
 # --------------------------------------------------------------------------- readable facts
 def readable_fact(index: KnowledgeIndex, fact: Fact) -> str:
-    """A triple fact for people: ``head -> tail: "source sentence"`` when its relation is a
-    masked sentence (the ``##`` filled from its source passage), else the fact's own text."""
-    d = fact.data
-    if "##" not in str(d.get("relation", "")):
+    """A fact for people: ``head -> tail: "source sentence"`` for a triple whose relation is a
+    masked sentence (:func:`~kgrag_plugins.methods.facts.readable_facts`, which every retriever
+    already ran on the facts it returns; this fills a fact built by hand the same way, on a copy)."""
+    if "masked" in fact.data:
         return fact.text
-    graph, store = index.graph, index.passages
-    texts = [store.get(pid).text for pid in d.get("sources", []) if pid in store]
-    sentence = unmask_sentence(d["relation"], texts)
-    head, tail = graph.name_of(d["head"]), graph.name_of(d["tail"])
-    return f'{head} -> {tail}: "{sentence}"' if sentence else f"{head} -> {tail}: {fact.text.replace('##', '…')}"
+    return readable_facts([Fact(fact.text, fact.kind, fact.score, dict(fact.data))], index)[0].text
 
 
 def _readable_path(index: KnowledgeIndex, fact: Fact) -> tuple[str, list[str]]:

@@ -34,6 +34,19 @@ def data_dir() -> Path:
     return d
 
 
+def load_script(relative: str):
+    """A script of the checkout that is not a package module (``benchmarks/...``, ``notebooks/...``)
+    loaded as a module, by its path relative to the repository root."""
+    import importlib.util
+
+    path = REPO_ROOT / relative
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None, path
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def require_extra(module: str, extra: str):
     """Import ``module`` from the ``extra`` of pyproject.toml. ``make test`` installs every extra
     (``.[all,dev]``), so a missing one is a broken install: the test FAILS naming the extra, never

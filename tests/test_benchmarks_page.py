@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
+
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _page():
-    spec = importlib.util.spec_from_file_location("benchmarks_page", ROOT / "benchmarks" / "benchmarks_page.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/benchmarks_page.py")
 
 
 def test_benchmarks_page_is_in_sync_with_the_reports():

@@ -4,14 +4,13 @@ stored text outputs are what the current code prints (``make notebooks`` regener
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import require_extra
+from conftest import load_script, require_extra
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
@@ -19,10 +18,7 @@ EXPECTED = {"01_llama_index_app", "02_langgraph_agent", "03_benchmark_report", "
 
 
 def _executor():
-    spec = importlib.util.spec_from_file_location("nb_execute", REPO / "notebooks" / "execute.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("notebooks/execute.py")
 
 
 def test_the_notebooks_are_there_and_stored_executed():
