@@ -20,7 +20,7 @@ with :data:`~kgrag_plugins.models.prompting.DATA_NOTICE`.
 
 from __future__ import annotations
 
-from ..models.prompting import DATA_NOTICE, data_block
+from ..models.prompting import DATA_NOTICE, clip_text, data_block
 from ..models.structured import OutputSchema, json_schema, phrase_regex, regex_schema, text_field
 from ..types import Evidence
 
@@ -137,7 +137,7 @@ def sub_answer_messages(question: str, evidence: Evidence, *, max_passages: int 
     """Messages of the intermediate-answer call: system :data:`SUB_ANSWER_SYSTEM`; user = the
     passages (``[i] title: text``) and facts in data blocks, then the question."""
     lines = [
-        f"[{i}] {sp.passage.title + ': ' if sp.passage.title else ''}{sp.passage.text}"
+        f"[{i}] {sp.passage.title + ': ' if sp.passage.title else ''}{clip_text(sp.passage.text)}"
         for i, sp in enumerate(evidence.passages[:max_passages], 1)
     ]
     body = "Passages:\n" + data_block("passages", lines)

@@ -48,9 +48,13 @@ def dataset_index(
     path = Path(cache_dir or default_cache_dir()) / name
     if (path / "manifest.json").is_file():
         try:
-            if read_manifest(path).get("corpus_hash") == chash:
+            cached = read_manifest(path)
+            # "windows": built with long passages' window vectors (older cache entries are rebuilt)
+            if cached.get("corpus_hash") == chash and "windows" in cached:
                 return KnowledgeIndex.open(path, embedder=embedder), True
         except (ValueError, FileNotFoundError) as e:  # damaged cache entry: rebuild it
+            if isinstance(e, ConnectionError):  # its Chroma server is down (ChromaServerError): not damage
+                raise
             logger.warning("rebuilding cached index at %s: %s", path, e)
     if builder is None:
         index = KnowledgeIndex.build(
@@ -66,6 +70,7 @@ def dataset_index(
         embedder=embedder,
         builder=builder,
         vectors=vectors,
+        windows=base.passages.windows,
         settings={"dataset": dataset.name},
         progress=progress,
     )

@@ -174,13 +174,14 @@ def _embedder(name: str):
 
 
 def _phase_embed(d: Path, out: Path, emb_name: str = "default") -> None:
-    from ..index.store import _timed_embed
+    from ..index.embedding import embed_passages
 
     passages = _read_passages(d / "corpus.jsonl")
     t0 = time.perf_counter()
     emb = _embedder(emb_name)
     load_s = time.perf_counter() - t0
-    vecs, secs = _timed_embed(emb, passages, False)  # the build's own call: same texts, batch size
+    vecs, _, embed_t = embed_passages(emb, passages, False)  # the build's own call: same texts, batch size
+    secs = embed_t["embed_passages_s"] + embed_t.get("embed_windows_s", 0.0)
     res = {
         "embedder": emb.name,
         "embed_batch_size": getattr(emb, "batch_size", None),

@@ -19,15 +19,23 @@ from urllib.parse import urlparse
 
 import numpy as np
 
+from .._secrets import mask_url, redact, split_userinfo
 from ..config import env
 from ..types import Passage
 from .errors import ChromaServerError, IndexCorruptError
+from .windows import PassageWindows
 
 log = logging.getLogger("kgrag_plugins.index.passages")
 
 #: HNSW settings: ef_search well above k keeps Chroma's ANN search effectively exact at
 #: corpus sizes of a few thousand to a few hundred thousand passages.
 HNSW = {"space": "cosine", "ef_construction": 200, "ef_search": 200, "max_neighbors": 32}
+
+#: Chroma keeps a copy of each passage's text as its document (nothing here reads it back:
+#: ``passages.jsonl`` is the source of text). Longer texts are stored cut to this many characters,
+#: with ``chars`` (the full length) and ``truncated`` in the metadata, so a shelf of whole books
+#: does not bloat Chroma's SQLite and full-text tables or a server's request size.
+CHROMA_DOC_CHARS = 65_536
 
 
 def chroma_client(path: str | Path | None = None, url: str | None = None):
@@ -50,7 +58,7 @@ def chroma_client(path: str | Path | None = None, url: str | None = None):
                 raise
             where = f"{'https' if u.scheme == 'https' else 'http'}://{host}:{port}"
             raise ChromaServerError(
-                f"cannot reach the Chroma server at {where} (from {url!r}): {_root_cause(e)}. Start it "
+                f"cannot reach the Chroma server at {where} (from {mask_url(url)!r}): {_root_cause(e)}. Start it "
                 "(chroma run --path DIR --host HOST --port PORT) or unset KGRAG_CHROMA_URL / chroma_url "
                 "to keep the vectors embedded in the index directory"
             ) from e
@@ -77,7 +85,18 @@ def _connection_failure(exc: BaseException) -> bool:
 
 def _root_cause(exc: BaseException) -> str:
     last = list(_causes(exc))[-1]
-    return f"{type(last).__name__}: {last}"
+    return f"{type(last).__name__}: {redact(last)}"
+
+
+def _lost_server(url: str, exc: BaseException, doing: str, note: str = "") -> ChromaServerError:
+    """One line for a Chroma server that went away (killed, restarted) while ``doing`` something:
+    its address, the cause and what to do (docs/reliability.md §9)."""
+    u = urlparse(url if "://" in url else f"http://{url}")
+    where = f"{'https' if u.scheme == 'https' else 'http'}://{u.hostname or '127.0.0.1'}:{u.port or 8000}"
+    return ChromaServerError(
+        f"lost the Chroma server at {where} while {doing} ({' '.join(_root_cause(exc).split())[:160]}); start it "
+        f"again at the same address with the same --path and retry: the index reconnects by itself{note}"
+    )
 
 
 def _stemmer():
@@ -103,10 +122,14 @@ class PassageStore:
         bm25: Any,
         chroma_info: dict[str, Any],
         directory: Path | None = None,
+        windows: PassageWindows | None = None,
     ) -> None:
         self._passages = passages
         self._pos = {p.id: i for i, p in enumerate(passages)}
         self.vectors = vectors
+        #: Window vectors of the passages longer than the embedder's input (:mod:`.windows`).
+        self.windows = windows if windows is not None and len(windows) else None
+        self._win_rows: tuple[np.ndarray, np.ndarray] | None = None
         self._collection = collection
         self._bm25 = bm25
         self.chroma_info = chroma_info
@@ -128,8 +151,10 @@ class PassageStore:
         collection_name: str | None = None,
         progress: bool = False,
         reuse: "PassageStore | None" = None,
+        windows: PassageWindows | None = None,
     ) -> "PassageStore":
-        """Index ``passages`` with precomputed ``vectors`` (rows aligned with passages).
+        """Index ``passages`` with precomputed ``vectors`` (rows aligned with passages) and the
+        window vectors of the long ones (``windows``, :mod:`.windows`).
 
         In embedded mode the Chroma database lives in ``directory/chroma`` (in memory when
         ``directory`` is None); in server mode a new collection is created on the server.
@@ -158,16 +183,24 @@ class PassageStore:
             client, collection, name = copied
         else:
             client = chroma_client(chroma_dir, url)
-            collection = client.create_collection(
-                name=name, configuration={"hnsw": dict(HNSW)}, embedding_function=None
-            )
-            _add_batched(client, collection, passages, vectors, progress)
+            try:
+                collection = client.create_collection(
+                    name=name, configuration={"hnsw": dict(HNSW)}, embedding_function=None
+                )
+                _add_batched(client, collection, passages, vectors, progress)
+            except Exception as e:
+                if not url or not _connection_failure(e):
+                    raise
+                raise _lost_server(url, e, f"filling a new collection {name!r}", _dropped(client, name)) from e
         t1 = time.perf_counter()
         bm25 = _build_bm25(passages) if passages else None  # a KG-only index has no passages
         info = {"mode": "http" if url else ("embedded" if chroma_dir else "memory"), "collection": name}
         if url:
-            info["url"] = url
-        store = cls(passages, vectors, collection, bm25, info, chroma_dir.parent if chroma_dir is not None else None)
+            info["url"] = split_userinfo(url)[0]  # the manifest keeps no password (HttpClient uses host:port)
+        if windows is not None and len(windows) and not set(windows.owners) <= set(ids):
+            raise ValueError("windows name passage ids that are not among the passages")
+        directory_ = chroma_dir.parent if chroma_dir is not None else None
+        store = cls(passages, vectors, collection, bm25, info, directory_, windows)
         store.build_timings = {"chroma_s": t1 - t0, "bm25_s": time.perf_counter() - t1}
         if copied is not None:
             store.build_timings["chroma_reused"] = 1.0
@@ -181,6 +214,8 @@ class PassageStore:
             for p in self._passages:
                 f.write(json.dumps(p.to_dict(), ensure_ascii=False) + "\n")
         np.save(d / "vectors.npy", self.vectors)
+        if self.windows is not None:
+            self.windows.save(d)
         if self._bm25 is not None:
             self._bm25.save(str(d / "bm25"))
 
@@ -218,6 +253,10 @@ class PassageStore:
             collection = client.get_collection(chroma_info["collection"], embedding_function=None)
             count = collection.count()
         except Exception as e:  # chromadb raises NotFoundError / ValueError / InternalError
+            if isinstance(e, ChromaServerError):
+                raise
+            if mode == "http" and _connection_failure(e):
+                raise _lost_server(str(where), e, "opening the index") from e
             if mode == "http" and not _is_not_found(e):
                 raise ValueError(f"cannot reach the Chroma server at {where}: {_short(e)}") from e
             if _is_not_found(e):
@@ -236,7 +275,8 @@ class PassageStore:
                 bm25 = bm25s.BM25.load(str(d / "bm25"))
             except Exception as e:  # missing or truncated bm25s files
                 raise IndexCorruptError(f"{d / 'bm25'} cannot be loaded ({_short(e)}); {fix}") from None
-        return cls(passages, vectors, collection, bm25, dict(chroma_info), d if mode == "embedded" else None)
+        windows = PassageWindows.load(d, vectors.shape[1], {p.id for p in passages}, fix)
+        return cls(passages, vectors, collection, bm25, dict(chroma_info), d if mode == "embedded" else None, windows)
 
     def drop_collection(self) -> None:
         """Delete this store's Chroma collection (used when an index generation is replaced)."""
@@ -275,20 +315,67 @@ class PassageStore:
 
     # ------------------------------------------------------------------ search
     def dense_search(self, query_vector: np.ndarray, k: int) -> list[tuple[Passage, float]]:
-        """Top-``k`` passages by cosine similarity, searched in Chroma."""
+        """Top-``k`` passages by cosine similarity, searched in Chroma; a long passage scores its
+        best window's cosine when that is higher (:meth:`dense_scores`)."""
         k = min(k, len(self._passages))
         if k <= 0:
             return []
-        res = self._collection.query(
-            query_embeddings=[np.asarray(query_vector, dtype=np.float32).ravel().tolist()],
-            n_results=k,
-            include=["distances"],
-        )
-        return [(self.get(pid), 1.0 - float(dist)) for pid, dist in zip(res["ids"][0], res["distances"][0])]
+        try:
+            res = self._collection.query(
+                query_embeddings=[np.asarray(query_vector, dtype=np.float32).ravel().tolist()],
+                n_results=k,
+                include=["distances"],
+            )
+        except Exception as e:
+            if self.chroma_info.get("mode") != "http" or not _connection_failure(e):
+                raise
+            raise _lost_server(self.chroma_info.get("url", ""), e, "searching") from e
+        hits = {pid: 1.0 - float(dist) for pid, dist in zip(res["ids"][0], res["distances"][0])}
+        if self.windows is not None:  # windows are few: scored exactly, merged into Chroma's top-k
+            pos, best = self._window_best(query_vector)
+            for i, sc in zip(pos.tolist(), best.tolist()):
+                pid = self._passages[i].id
+                if sc > hits.get(pid, -np.inf):
+                    hits[pid] = sc
+            top = sorted(hits.items(), key=lambda x: -x[1])[:k]
+            return [(self.get(pid), sc) for pid, sc in top]
+        return [(self.get(pid), sc) for pid, sc in hits.items()]
+
+    def dense_scores(self, query_vector: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """Cosine of every passage (or of the passages at ``rows``) to the query: the passage
+        vector's, or the best of its windows' when higher (max pooling, :mod:`.windows`)."""
+        q = np.asarray(query_vector, dtype=self.vectors.dtype).ravel()
+        if rows is None:
+            out = self.vectors @ q
+            if self.windows is not None:
+                pos, best = self._window_best(q)
+                out[pos] = np.maximum(out[pos], best)
+            return out
+        rows = np.asarray(rows, dtype=np.int64)
+        out = self.vectors[rows] @ q if len(rows) else np.zeros(0, dtype=np.float32)
+        if self.windows is not None and len(rows):
+            pos, best = self._window_best(q)
+            at = np.searchsorted(pos, rows)
+            hit = at < len(pos)
+            hit[hit] = pos[at[hit]] == rows[hit]
+            out[hit] = np.maximum(out[hit], best[at[hit]])
+        return out
+
+    def _window_best(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Sorted positions of the passages with windows, and each one's best window cosine."""
+        if self._win_rows is None:
+            owner_pos = np.array([self._pos[pid] for pid in self.windows.owners], dtype=np.int64)
+            uniq, inv = np.unique(owner_pos, return_inverse=True)
+            self._win_rows = (uniq, inv)
+        uniq, inv = self._win_rows
+        sims = self.windows.vectors @ np.asarray(q, dtype=np.float32).ravel()
+        best = np.full(len(uniq), -np.inf, dtype=np.float32)
+        np.maximum.at(best, inv, sims)
+        return uniq, best
 
     def exact_dense_search(self, query_vector: np.ndarray, k: int) -> list[tuple[Passage, float]]:
         """Exact top-``k`` by brute-force cosine over the numpy vectors (reference for Chroma)."""
-        scores = self.vectors @ np.asarray(query_vector, dtype=np.float32).ravel()
+        scores = self.dense_scores(query_vector)
         k = min(k, len(scores))
         if k <= 0:
             return []
@@ -385,9 +472,25 @@ def _add_batched(client: Any, collection: Any, passages: list[Passage], vectors:
         collection.add(
             ids=[p.id for p in chunk],
             embeddings=vectors[i : i + batch],
-            documents=[p.text for p in chunk],
-            metadatas=[{"title": p.title or ""} for p in chunk],
+            documents=[p.text[:CHROMA_DOC_CHARS] for p in chunk],
+            metadatas=[_chroma_meta(p) for p in chunk],
         )
+
+
+def _chroma_meta(p: Passage) -> dict[str, Any]:
+    meta: dict[str, Any] = {"title": p.title or ""}
+    if len(p.text) > CHROMA_DOC_CHARS:
+        meta.update(chars=len(p.text), truncated=True)
+    return meta
+
+
+def _dropped(client: Any, name: str) -> str:
+    """Drop a half-filled server collection; what the error should say about it."""
+    try:
+        client.delete_collection(name)
+        return ""
+    except Exception:  # the server is gone: the collection stays until it is deleted by hand
+        return f" (no index uses the half-filled collection {name!r}: delete it from the server once it is back)"
 
 
 def _short(e: BaseException) -> str:

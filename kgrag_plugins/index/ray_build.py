@@ -306,7 +306,8 @@ def build_index_ray(
         builder_options: the builder's merge options (``mentions``: ``max_between``, ``window``;
             ``parsekg``: ``resolve_pronouns``; ``llm``: ``max_words``, ``overlap``).
     """
-    from .store import KnowledgeIndex, _check_passages, _entity_vectors  # noqa: F811
+    from .embedding import entity_vectors as _entity_vectors
+    from .store import KnowledgeIndex, _check_passages  # noqa: F811
 
     ray = require_ray()
     if builder is not None and builder not in RAY_BUILDERS:
@@ -388,16 +389,21 @@ def build_index_ray(
         workers,
         {k: round(v, 2) for k, v in timings.items()},
     )
+    # long passages' window vectors (few): embedded in the driver, as KnowledgeIndex.build does
+    from .embedding import embed_windows
+
+    windows, win_t = embed_windows(driver_embedder, passages, False, driver_embedder.dim)
+    timings.update(win_t)
     # the same manifest and writer-locked, atomic generation switch as KnowledgeIndex.build
     engine = {"name": "ray", "partitions": n_blocks, "workers": workers, "address": address or "local"}
     return KnowledgeIndex._from_built(
         path, passages, vectors, graph, driver_embedder, builder, build_stats, settings, timings, ent_vecs,
-        chroma_url, progress, parsekg, extra={"engine": engine},
+        chroma_url, progress, parsekg, extra={"engine": engine}, windows=windows,
     )  # fmt: skip
 
 
 def _entity_texts(graph: KnowledgeGraph) -> list[str]:
-    from .store import _entity_text
+    from .embedding import entity_text as _entity_text
 
     return [_entity_text(graph, i) for i in range(graph.num_entities)]
 

@@ -3,7 +3,8 @@
 Layout of an index directory::
 
     DIR/manifest.json        format version, embedder, counts, settings, current generation
-    DIR/gen-<id>/passages/   passages.jsonl, vectors.npy, bm25/, chroma/ (embedded mode)
+    DIR/gen-<id>/passages/   passages.jsonl, vectors.npy, bm25/, chroma/ (embedded mode),
+                             windows.npy + window_ids.json (long passages' windows, :mod:`.windows`)
     DIR/gen-<id>/graph/      KnowledgeGraph files
     DIR/gen-<id>/parsekg/    ParseKG tables (``parsekg`` builder only)
     DIR/gen-<id>/entity_vectors.npy   (when computed; see ``entity_vectors``)
@@ -53,9 +54,11 @@ from ..config import INDEX_FORMAT_VERSION
 from ..models.embed import Embedder, as_embedder, default_embedder
 from ..types import Passage
 from .builders import run_builder
+from .embedding import embed_passages, entity_text
+from .embedding import entity_vectors as _entity_vectors
 from .errors import IndexCorruptError, IndexLockedError, IndexWriteError, is_disk_full
 from .graph import KnowledgeGraph
-from .lock import Lease, WriterLock, collect_generations, create_lease_file, read_json
+from .lock import Lease, SwapGuard, WriterLock, collect_generations, create_lease_file, read_json
 from .manifest import FIX as _FIX
 from .manifest import MANIFEST, read_manifest
 from .manifest import atomic_write_text as _atomic_write_text
@@ -65,6 +68,7 @@ from .manifest import one_line as _one_line
 from .manifest import peek_generation as _peek_generation
 from .parsekg import ParseKG
 from .passages import PassageStore
+from .windows import PassageWindows
 
 #: ``open`` re-reads the manifest at most this many times when its generation vanishes.
 OPEN_ATTEMPTS = 50
@@ -143,6 +147,7 @@ class KnowledgeIndex:
         builder_options: dict[str, Any] | None = None,
         vectors: np.ndarray | None = None,
         overlap: bool = True,
+        windows: PassageWindows | None = None,
     ) -> "KnowledgeIndex":
         """Embed ``passages``, index them (Chroma + BM25), build or attach a graph; save to ``path``.
 
@@ -153,6 +158,9 @@ class KnowledgeIndex:
             entity_vectors: compute entity vectors now instead of on first use.
             vectors: precomputed passage vectors from this ``embedder`` (rows aligned with
                 ``passages``), e.g. to add a graph to an existing index without re-embedding.
+                Window vectors of long passages come with them in ``windows`` (e.g. another
+                index's ``passages.windows``); without, a passage longer than the embedder's
+                input is dense-searched by its given vector only (:mod:`.windows`).
             overlap: run passage embedding concurrently with a spaCy builder (faster on
                 multi-core machines; ``embed_passages_s`` is then the overlapped wall time).
             path: with a path the index is written atomically (an existing index there is
@@ -169,7 +177,8 @@ class KnowledgeIndex:
             # Embed in a thread while spaCy's worker processes parse: torch releases the GIL,
             # and the two jobs fill each other's idle time on the cores. The thread starts once
             # the workers are forked (never fork a process with a running torch thread).
-            options["on_start"] = lambda: embedding.append(_EMBED_POOL.submit(_timed_embed, embedder, passages, False))
+            job = (embed_passages, embedder, passages, False)
+            options["on_start"] = lambda: embedding.append(_EMBED_POOL.submit(*job))
         if builder is not None:
             if graph is not None:
                 raise ValueError("pass either builder= or graph=, not both")
@@ -186,22 +195,30 @@ class KnowledgeIndex:
             timings["graph_s"] = time.perf_counter() - t0
         graph = graph or KnowledgeGraph()
         if embedding:
-            vectors, timings["embed_passages_s"] = embedding[0].result()
-            timings["overlapped_embed_and_graph"] = 1.0
+            vectors, windows, embed_t = embedding[0].result()
+            timings.update(embed_t, overlapped_embed_and_graph=1.0)
         elif vectors is None:
-            vectors, timings["embed_passages_s"] = _timed_embed(embedder, passages, progress)
+            vectors, windows, embed_t = embed_passages(embedder, passages, progress)
+            timings.update(embed_t)
         elif len(vectors) != len(passages) or (len(vectors) and vectors.shape[1] != embedder.dim):
             raise ValueError(f"vectors have shape {vectors.shape}, expected ({len(passages)}, {embedder.dim})")
+        elif windows is not None:
+            windows = windows.select({p.id for p in passages})
+        elif getattr(passages, "long_ids", None):
+            log.warning(
+                "vectors given without windows: dense search sees only the start of %d long passage(s)",
+                len(passages.long_ids),
+            )
         ent_vecs = _entity_vectors(graph, embedder, progress, timings) if entity_vectors else None
         return cls._from_built(path, passages, vectors, graph, embedder, builder, build_stats, settings, timings,
-                               ent_vecs, chroma_url, progress, parsekg)  # fmt: skip
+                               ent_vecs, chroma_url, progress, parsekg, windows=windows)  # fmt: skip
 
     @classmethod
     def _from_built(
         cls, path: str | Path | None, passages: list[Passage], vectors: np.ndarray, graph: KnowledgeGraph,
         embedder: Embedder, builder: str | None, build_stats: Any, settings: dict[str, Any] | None,
         timings: dict[str, float], ent_vecs: np.ndarray | None, chroma_url: str | None, progress: bool,
-        parsekg: ParseKG | None, extra: dict[str, Any] | None = None,
+        parsekg: ParseKG | None, extra: dict[str, Any] | None = None, windows: PassageWindows | None = None,
     ) -> "KnowledgeIndex":  # fmt: skip
         """A finished build's manifest, then the in-memory index or :meth:`_write_generation` (Ray too)."""
         manifest = {
@@ -212,18 +229,22 @@ class KnowledgeIndex:
             "builder": builder,
             "build_stats": build_stats,
             "passage_stats": passages.stats() if hasattr(passages, "stats") else {},
+            "windows": len(windows) if windows is not None else 0,
             "settings": dict(settings or {}),
             "timings": timings,
             **(extra or {}),
         }
         if path is None:
-            store = PassageStore.create(passages, vectors, None, chroma_url=chroma_url, progress=progress)
+            store = PassageStore.create(
+                passages, vectors, None, chroma_url=chroma_url, progress=progress, windows=windows
+            )
             timings.update(store.build_timings)
             manifest.update(counts=_counts(store, graph, parsekg), chroma=store.chroma_info)
             return cls(store, graph, embedder, manifest, None, ent_vecs, None, parsekg)
         return cls._write_generation(
-            Path(path), passages, vectors, graph, embedder, manifest, ent_vecs, None, chroma_url, progress, parsekg
-        )
+            Path(path), passages, vectors, graph, embedder, manifest, ent_vecs, None, chroma_url, progress, parsekg,
+            windows=windows,
+        )  # fmt: skip
 
     @classmethod
     def _write_generation(
@@ -241,6 +262,7 @@ class KnowledgeIndex:
         parsekg: ParseKG | None = None,
         collect: bool = True,
         reuse: PassageStore | None = None,
+        windows: PassageWindows | None = None,
     ) -> "KnowledgeIndex":
         """Write a complete generation under the writer lock, switch the manifest to it, and
         (with ``collect``) delete the generations no reader holds. Disk full -> IndexWriteError.
@@ -257,8 +279,9 @@ class KnowledgeIndex:
             try:
                 create_lease_file(gdir)
                 store = PassageStore.create(
-                    passages, vectors, gdir / "passages", chroma_url=chroma_url, progress=progress, reuse=reuse
-                )
+                    passages, vectors, gdir / "passages", chroma_url=chroma_url, progress=progress, reuse=reuse,
+                    windows=windows,
+                )  # fmt: skip
                 manifest["timings"].update(store.build_timings)
                 _atomic_write_text(gdir / "chroma.json", json.dumps(store.chroma_info))
                 graph.save(gdir / "graph")
@@ -311,6 +334,7 @@ class KnowledgeIndex:
             self.passages.chroma_info.get("url"),
             False,
             self.parsekg,
+            windows=self.passages.windows,
         )
 
     # ------------------------------------------------------------------ open
@@ -392,6 +416,11 @@ class KnowledgeIndex:
         lease = self.__dict__.get("_lease")
         if lease is not None:
             lease.close()
+
+    def reading(self) -> contextlib.AbstractContextManager[None]:
+        """Hold this object's generation for one read (``Retriever.retrieve`` does): an update of
+        this object waits for the reads in flight and new reads wait for it (:class:`.lock.SwapGuard`)."""
+        return self.__dict__.setdefault("_swap_guard", SwapGuard()).reading()
 
     def __enter__(self) -> "KnowledgeIndex":
         return self
@@ -528,7 +557,7 @@ class KnowledgeIndex:
         graph, parsekg = copy.deepcopy(self.graph), copy.deepcopy(self.parsekg)
         before = (graph.num_entities, graph.num_triples)
         old_texts = (
-            [_entity_text(graph, i) for i in range(graph.num_entities)] if self._entity_vectors is not None else []
+            [entity_text(graph, i) for i in range(graph.num_entities)] if self._entity_vectors is not None else []
         )
         builder = self.manifest.get("builder")
         if builder:
@@ -536,19 +565,21 @@ class KnowledgeIndex:
             graph, parsekg, _ = run_builder(
                 builder, new, graph=graph, parsekg=parsekg, llm=llm, cache_dir=cache, progress=progress
             )
-        vecs, _ = _timed_embed(self.embedder, new, progress)
+        vecs, new_windows, _ = embed_passages(self.embedder, new, progress)
         all_passages = list(self.passages) + new
         vectors = np.concatenate([self.passages.vectors, vecs])
+        old = self.passages.windows
+        windows = old.concat(new_windows) if old is not None else new_windows
         ent = self._entity_vectors
         if ent is not None:
             # new entities, and old ones whose description changed (e.g. their own passage arrived)
-            rows = [i for i, t in enumerate(old_texts) if _entity_text(graph, i) != t]
+            rows = [i for i, t in enumerate(old_texts) if entity_text(graph, i) != t]
             rows += list(range(len(old_texts), graph.num_entities))
             if rows:
-                fresh = self.embedder.embed([_entity_text(graph, i) for i in rows], progress=progress)
+                fresh = self.embedder.embed([entity_text(graph, i) for i in rows], progress=progress)
                 ent = np.concatenate([ent, np.zeros((graph.num_entities - len(ent), ent.shape[1]), ent.dtype)])
                 ent[rows] = fresh
-        self._replace(all_passages, vectors, graph, parsekg, ent, progress)
+        self._replace(all_passages, vectors, graph, parsekg, ent, progress, windows)
         return {
             "passages": len(new),
             "entities": graph.num_entities - before[0],
@@ -572,25 +603,31 @@ class KnowledgeIndex:
             yield
             return
         with WriterLock(self.path):
-            current = _peek_generation(self.path)
-            if current is not None and current != self.manifest.get("generation"):
-                log.info(
-                    "%s: generation %s was replaced by %s; reloading before writing",
-                    self.path,
-                    self.manifest.get("generation"),
-                    current,
-                )
-                latest = KnowledgeIndex.open(self.path, embedder=self.embedder)
-                rev = self.__dict__.get("revision")
-                self._adopt(latest)
-                if isinstance(rev, int):
-                    self.revision = rev + 1
+            self.follow()
             yield
 
+    def follow(self) -> bool:
+        """Adopt the newest generation on disk when another process (or index object) committed
+        one since this object opened or wrote: ``revision`` + 1, so retrievers refresh, and the old
+        generation's lease is released. ``False`` when already current or unsaved. Writers call it
+        under the lock; a long-lived reader (a server) calls it before each request."""
+        current = _peek_generation(self.path) if self.path is not None else None
+        if current is None or current == self.manifest.get("generation"):
+            return False
+        log.info("%s: generation %s was replaced by %s; reloading", self.path, self.manifest.get("generation"), current)
+        latest = KnowledgeIndex.open(self.path, embedder=self.embedder)
+        rev = self.__dict__.get("revision")
+        if isinstance(rev, int):
+            latest.revision = rev + 1  # swapped in with the data: no read sees one without the other
+        self._adopt(latest)
+        return True
+
     def _adopt(self, other: "KnowledgeIndex") -> None:
-        """Become ``other`` (releasing this object's old generation lease)."""
+        """Become ``other`` in one swap no read sees half done (:meth:`reading`), releasing this
+        object's old generation lease."""
         old = self.__dict__.get("_lease")
-        self.__dict__.update(other.__dict__)
+        with self.__dict__.setdefault("_swap_guard", SwapGuard()).swapping():
+            self.__dict__.update({k: v for k, v in other.__dict__.items() if k != "_swap_guard"})
         if old is not None and old is not self._lease:
             old.close()
 
@@ -610,19 +647,22 @@ class KnowledgeIndex:
         keep = [i for i, p in enumerate(self.passages) if p.id not in gone]
         all_passages = list(self.passages)
         ent = self._entity_vectors[removal.entity_keep] if self._entity_vectors is not None else None
-        self._replace([all_passages[i] for i in keep], self.passages.vectors[keep], graph, parsekg, ent, progress)
+        kept = [all_passages[i] for i in keep]
+        windows = self.passages.windows.select({p.id for p in kept}) if self.passages.windows is not None else None
+        self._replace(kept, self.passages.vectors[keep], graph, parsekg, ent, progress, windows)
         return {
             "passages": len(ids),
             "entities": before[0] - graph.num_entities,
             "triples": before[1] - graph.num_triples,
         }
 
-    def _replace(self, passages, vectors, graph, parsekg, ent, progress: bool) -> None:
+    def _replace(self, passages, vectors, graph, parsekg, ent, progress: bool, windows=None) -> None:
         manifest = {k: v for k, v in self.manifest.items() if k not in ("generation", "chroma", "counts")}
         manifest["corpus_hash"] = corpus_hash(passages)
+        manifest["windows"] = len(windows) if windows is not None else 0
         url = self.passages.chroma_info.get("url")
         if self.path is None:
-            store = PassageStore.create(passages, vectors, None, chroma_url=url, progress=progress)
+            store = PassageStore.create(passages, vectors, None, chroma_url=url, progress=progress, windows=windows)
             if self.passages.chroma_info.get("mode") == "http":
                 self.passages.drop_collection()
             manifest.update(counts=_counts(store, graph, parsekg), chroma=store.chroma_info)
@@ -630,13 +670,13 @@ class KnowledgeIndex:
         else:
             with WriterLock(self.path):
                 args = (self.path, passages, vectors, graph, self.embedder, manifest, ent, None, url, progress, parsekg)
-                new = self._write_generation(*args, collect=False, reuse=self.passages)
+                new = self._write_generation(*args, collect=False, reuse=self.passages, windows=windows)
                 new.revision = self.revision + 1
                 self._adopt(new)
                 collect_generations(self.path, self.manifest["generation"], _drop_generation_collection)
             return
         new.revision = self.revision + 1
-        self.__dict__.update(new.__dict__)
+        self._adopt(new)
 
     def __repr__(self) -> str:
         where = f", path={str(self.path)!r}" if self.path else ""
@@ -655,31 +695,8 @@ def _counts(store: PassageStore, graph: KnowledgeGraph, parsekg: ParseKG | None 
 _EMBED_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kgrag-embed")
 
 
-def _timed_embed(embedder: Embedder, passages: Sequence[Passage], progress: bool) -> tuple[np.ndarray, float]:
-    t0 = time.perf_counter()
-    vecs = embedder.embed([p.embed_text for p in passages], progress=progress)
-    return vecs, time.perf_counter() - t0
-
-
 def _check_passages(passages: Iterable[Passage], allow_empty: bool = False) -> list[Passage]:
     """The indexable passages (empty ones skipped with a WARNING); see :mod:`.validate`."""
     from .validate import validate_passages
 
     return validate_passages(passages, allow_empty=allow_empty)
-
-
-def _entity_text(graph: KnowledgeGraph, row: int) -> str:
-    e = graph._entity_at(row)
-    return f"{e.name}: {e.description}" if e.description else e.name
-
-
-def _entity_vectors(
-    graph: KnowledgeGraph, embedder: Embedder, progress: bool | None, timings: dict[str, float]
-) -> np.ndarray | None:
-    """Entity vectors of ``"name: description"`` (SA-RAG's description embedding text)."""
-    if graph.num_entities == 0:
-        return None
-    t0 = time.perf_counter()
-    ent = embedder.embed([_entity_text(graph, i) for i in range(graph.num_entities)], progress=progress)
-    timings["embed_entities_s"] = time.perf_counter() - t0
-    return ent

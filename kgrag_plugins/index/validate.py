@@ -10,13 +10,13 @@ What is accepted, with one WARNING per call:
 * **Empty passages** (``text`` empty or whitespace only) are skipped: they carry nothing to
   retrieve. The skipped ids are on the returned list's ``skipped_empty`` attribute.
 * **Long passages** are kept whole. BM25 and the graph builders read the whole text (the spaCy
-  pass parses long texts in chunks, see :mod:`kgrag_plugins.index.builders.nlp`), but a dense
-  embedder reads a bounded window: the default all-MiniLM-L6-v2 embeds the first 256 word
-  pieces (about 1,100 characters of English) and ignores the rest. Passages longer than
-  :data:`LONG_PASSAGE_CHARS` (measured on PopQA: every passage over 1,500 characters exceeds
-  the window) are counted in ``long_ids`` and named in the warning; split documents into
-  paragraph-sized passages where the dense search must see all of them. We do not split
-  silently, since that would change passage ids (and gold ``supporting_passage_ids``).
+  pass parses long texts in chunks, see :mod:`kgrag_plugins.index.builders.nlp`); a dense
+  embedder reads a bounded window (the default all-MiniLM-L6-v2: 256 word pieces, about 1,100
+  characters of English), so the index also embeds overlapping windows over the rest and scores
+  the passage by its best window (:mod:`kgrag_plugins.index.windows`). Passages longer than
+  :data:`LONG_PASSAGE_CHARS` are counted in ``long_ids`` and logged at INFO (their windows cost
+  embedding time: about one passage's worth per 190 word pieces). We do not split them, since
+  that would change passage ids (and gold ``supporting_passage_ids``).
 """
 
 from __future__ import annotations
@@ -122,10 +122,9 @@ def validate_passages(passages: Iterable[Passage], allow_empty: bool = False) ->
             _examples(out.skipped_empty),
         )
     if out.long_ids:
-        logger.warning(
-            "%d passage(s) are longer than %d characters (%s): a 256-token dense embedder such as the "
-            "default MiniLM embeds only their beginning (BM25 and the graph read all of it); split long "
-            "documents into paragraph-sized passages if dense search must see the rest",
+        logger.info(
+            "%d passage(s) are longer than %d characters (%s): kept whole; dense search embeds them as "
+            "overlapping windows beside their own vector and scores each by its best window",
             len(out.long_ids),
             LONG_PASSAGE_CHARS,
             _examples(out.long_ids),

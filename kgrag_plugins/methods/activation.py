@@ -336,17 +336,17 @@ class _Cosines:
     """Passage cosines to the query computed per row on demand (large corpora, where the dense
     seeds come from the Chroma index and only the bridge candidates need a cosine)."""
 
-    def __init__(self, vecs: np.ndarray, q: np.ndarray) -> None:
-        self._vecs, self._q = vecs, q
+    def __init__(self, store: Any, q: np.ndarray) -> None:
+        self._store, self._q = store, q
 
     def __getitem__(self, i: int) -> float:
-        return float(self._vecs[i] @ self._q)
+        return float(self._store.dense_scores(self._q, np.array([i]))[0])
 
     def __len__(self) -> int:
-        return len(self._vecs)
+        return len(self._store.vectors)
 
     def full(self) -> np.ndarray:
-        return self._vecs @ self._q
+        return self._store.dense_scores(self._q)
 
 
 class ActivationRetriever(Retriever):
@@ -492,7 +492,7 @@ class ActivationRetriever(Retriever):
         vecs = store.vectors
         q = np.asarray(qvec, dtype=vecs.dtype)
         large = self._large  # the dense seeds from Chroma's index
-        sims = (_Cosines(vecs, q) if large else vecs @ q) if len(vecs) else None
+        sims = (_Cosines(store, q) if large else store.dense_scores(q)) if len(vecs) else None
         if self.dense_seeds > 0 and sims is not None:
             n = min(self.dense_seeds, len(vecs))
             if large:

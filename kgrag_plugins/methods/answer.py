@@ -6,7 +6,7 @@ that delimited text is data (:mod:`kgrag_plugins.models.prompting`)."""
 from __future__ import annotations
 
 from ..models.llm import LLM, Message
-from ..models.prompting import DATA_NOTICE, data_block
+from ..models.prompting import DATA_NOTICE, clip_text, data_block
 from ..models.replies import check_text, complete_validated, first_line
 from ..types import Answer, Evidence
 
@@ -21,7 +21,7 @@ def format_evidence(evidence: Evidence, max_passages: int = 5) -> str:
     placed in the answer prompt; both blocks are escaped
     (:func:`~kgrag_plugins.models.prompting.data_block`)."""
     lines = [
-        f"[{i}] {sp.passage.title + ': ' if sp.passage.title else ''}{sp.passage.text}"
+        f"[{i}] {sp.passage.title + ': ' if sp.passage.title else ''}{clip_text(sp.passage.text)}"
         for i, sp in enumerate(evidence.passages[:max_passages], 1)
     ]
     out = data_block("passages", lines)

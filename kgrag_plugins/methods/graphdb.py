@@ -147,7 +147,7 @@ class DBActivationRetriever(Retriever):
             if self._large:
                 seeds_p = [p.id for p, _ in store.dense_search(qvec, n)]
             else:
-                sims = vecs @ np.asarray(qvec, dtype=vecs.dtype)
+                sims = store.dense_scores(np.asarray(qvec, dtype=vecs.dtype))
                 seeds_p = [store.at(int(i)).id for i in np.argpartition(-sims, n - 1)[:n]]
         if self.bm25_seeds > 0:  # the BM25 seed passages' component too (the same sources as in memory)
             seeds_p += [p.id for p, _ in self.index.passages.bm25_search(query, self.bm25_seeds)]

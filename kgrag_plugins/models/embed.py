@@ -8,13 +8,22 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Literal, Sequence
+from typing import Any, Literal, Sequence
 
 import numpy as np
 
+from .._secrets import redact, register_secret, split_userinfo
 from ..adapters import hook
 from ..config import env, progress_enabled, setup_offline_env
-from .embed_base import DEFAULT_EMBEDDER_NAME, PROGRESS_MIN, Embedder, normalize_rows, quiet_load
+from .embed_base import (
+    DEFAULT_EMBEDDER_NAME,
+    PROGRESS_MIN,
+    Embedder,
+    normalize_rows,
+    offsets_tokenizer,
+    quiet_load,
+    span_offsets,
+)
 
 #: Up to this many texts are embedded with one direct forward pass (query time).
 _FAST_PATH_MAX = 8
@@ -62,7 +71,16 @@ class SentenceTransformerEmbedder:
         )
         self.dim = int(get_dim())
         self.batch_size = batch_size
+        #: Word pieces one vector sees (the model's ``max_seq_length`` less [CLS] and [SEP]).
+        self.max_tokens = int(getattr(self._model, "max_seq_length", 256) or 256) - 2
         self._lock = threading.Lock()
+        self._offsets: Any = None
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        """Character spans of ``text``'s word pieces (for windows over long texts, :mod:`.embed_windows`)."""
+        if self._offsets is None:
+            self._offsets = offsets_tokenizer(self._model.tokenizer.backend_tokenizer)
+        return span_offsets(self._offsets, text)
 
     def embed(self, texts: Sequence[str], *, progress: bool | None = None) -> np.ndarray:
         texts = list(texts)
@@ -117,14 +135,17 @@ class OpenAICompatibleEmbedder:
     ):
         import httpx
 
-        self.base_url = (base_url or env("EMBED_BASE_URL") or "").rstrip("/")
+        # user:password@ in the URL goes into a header: the URL we keep, log and name in errors is clean
+        self.base_url, userinfo = split_userinfo((base_url or env("EMBED_BASE_URL") or "").rstrip("/"))
         self.model = model or env("EMBED_MODEL")
         if not self.base_url or not self.model:
             raise ValueError(
                 "OpenAICompatibleEmbedder needs base_url and model (or KGRAG_EMBED_BASE_URL and KGRAG_EMBED_MODEL)"
             )
         key = api_key or env("EMBED_API_KEY") or "EMPTY"
-        self._client = httpx.Client(timeout=timeout, headers={"Authorization": f"Bearer {key}"})
+        register_secret(key)
+        auth = httpx.BasicAuth(*userinfo) if userinfo else None
+        self._client = httpx.Client(timeout=timeout, headers={"Authorization": f"Bearer {key}"}, auth=auth)
         self.name = f"openai-compatible/{self.model}"
         self.batch_size = batch_size
         self.dim = dim if dim is not None else int(self._request(["dimension probe"]).shape[1])
@@ -133,12 +154,12 @@ class OpenAICompatibleEmbedder:
         url = f"{self.base_url}/embeddings"
         resp = self._client.post(url, json={"model": self.model, "input": texts})
         if resp.status_code != 200:
-            raise RuntimeError(f"embedding request to {url} failed: HTTP {resp.status_code} {resp.text[:200]}")
+            raise RuntimeError(f"embedding request to {url} failed: HTTP {resp.status_code} {redact(resp.text)[:200]}")
         try:
             data = sorted(resp.json()["data"], key=lambda d: d["index"])
             return np.asarray([d["embedding"] for d in data], dtype=np.float32)
         except (ValueError, KeyError, TypeError) as e:
-            raise RuntimeError(f"malformed embedding response from {url}: {resp.text[:200]}") from e
+            raise RuntimeError(f"malformed embedding response from {url}: {redact(resp.text)[:200]}") from e
 
     def embed(self, texts: Sequence[str], *, progress: bool | None = None) -> np.ndarray:
         texts = list(texts)

@@ -3,11 +3,11 @@ quiet model load (the backends: :mod:`.embed` and :mod:`.embed_onnx`)."""
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-__all__ = ["DEFAULT_EMBEDDER_NAME", "PROGRESS_MIN", "Embedder", "normalize_rows", "quiet_load"]
+__all__ = ["DEFAULT_EMBEDDER_NAME", "PROGRESS_MIN", "Embedder", "normalize_rows", "offsets_tokenizer", "quiet_load"]
 
 #: The name the default embedder (all-MiniLM-L6-v2, torch or ONNX) reports as ``Embedder.name``.
 DEFAULT_EMBEDDER_NAME = "sentence-transformers/all-MiniLM-L6-v2"
@@ -51,3 +51,19 @@ def quiet_load(factory, path: str, device: str):
     finally:
         if was_enabled:
             hf_logging.enable_progress_bar()
+
+
+def offsets_tokenizer(tok: Any) -> Any:
+    """A copy of a ``tokenizers.Tokenizer`` without truncation or padding: it gives the character
+    offsets of every token of a long text (:mod:`.embed_windows`)."""
+    from tokenizers import Tokenizer
+
+    plain = Tokenizer.from_str(tok.to_str())
+    plain.no_truncation()
+    plain.no_padding()
+    return plain
+
+
+def span_offsets(tok: Any, text: str) -> list[tuple[int, int]]:
+    """Character spans of ``text``'s tokens (no special tokens) under ``tok`` (an offsets tokenizer)."""
+    return [tuple(o) for o in tok.encode(text, add_special_tokens=False).offsets]

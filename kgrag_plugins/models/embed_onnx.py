@@ -26,7 +26,7 @@ from typing import Literal, Sequence
 import numpy as np
 
 from ..config import env, progress_enabled, setup_offline_env
-from .embed_base import DEFAULT_EMBEDDER_NAME, PROGRESS_MIN, normalize_rows, quiet_load
+from .embed_base import DEFAULT_EMBEDDER_NAME, PROGRESS_MIN, normalize_rows, offsets_tokenizer, quiet_load, span_offsets
 
 logger = logging.getLogger("kgrag_plugins.models.embed_onnx")
 
@@ -236,6 +236,10 @@ class OnnxEmbedder:
         self.batch_size = batch_size
         self.model_file = ensure_onnx_model(model_dir, quantize=quantize, cache_dir=cache_dir)
         self._tokenizer = _load_tokenizer(model_dir)
+        trunc = self._tokenizer.truncation
+        #: Word pieces one vector sees (``max_seq_length`` less [CLS] and [SEP]).
+        self.max_tokens = int(trunc["max_length"]) - 2 if trunc else 510
+        self._offsets = offsets_tokenizer(self._tokenizer)
         so = ort.SessionOptions()
         if threads:
             so.intra_op_num_threads = int(threads)
@@ -268,6 +272,10 @@ class OnnxEmbedder:
             "token_type_ids": np.asarray([e.type_ids for e in enc], dtype=np.int64),
         }
         return self._session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0]
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        """Character spans of ``text``'s word pieces (for windows over long texts, :mod:`.embed_windows`)."""
+        return span_offsets(self._offsets, text)
 
     def __repr__(self) -> str:
         return f"OnnxEmbedder(name={self.name!r}, dim={self.dim}, file={str(self.model_file)!r})"

@@ -24,9 +24,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 __all__ = [
+    "DATA_FIELD_CHARS",
     "DATA_NOTICE",
     "EXTRACTION_NOTICE",
+    "PASSAGE_PROMPT_CHARS",
     "DataPrompt",
+    "clip_text",
     "data_block",
     "drop_instructions",
     "escape_data",
@@ -60,6 +63,25 @@ _LOOKALIKE = re.compile(rf"(?P<triple>{_TRIPLE})|{_BRACKET}(?=\s*[/!?|A-Za-z])",
 
 ESCAPED_BRACKET = "\u2039"  # ‹
 
+#: A passage shown to a model keeps this many characters (about 1,000 tokens), head and tail
+#: around a marker; the whole text stays in the index and in ``Evidence`` (issue 34, long documents).
+PASSAGE_PROMPT_CHARS = 4000
+#: Any one data field of a prompt (a block of passages, facts, a document) keeps this many.
+DATA_FIELD_CHARS = 24_000
+_CLIP_MARKER = " [... {n} characters cut to fit the prompt ...] "
+
+
+def clip_text(text: str, limit: int = PASSAGE_PROMPT_CHARS) -> str:
+    """``text`` if it has at most ``limit`` characters, else its head and tail (2:1) around a
+    marker that says how much was cut: never a silent cut mid-prompt."""
+    if limit <= 0 or len(text) <= limit:
+        return text
+    keep = max(0, limit - len(_CLIP_MARKER) - 8)
+    head = keep * 2 // 3
+    tail = keep - head
+    cut = len(text) - head - tail
+    return text[:head] + _CLIP_MARKER.format(n=cut) + (text[len(text) - tail :] if tail else "")
+
 
 def _escape_match(m: re.Match[str]) -> str:
     return m.group(0) if m.group("triple") else ESCAPED_BRACKET
@@ -67,9 +89,10 @@ def _escape_match(m: re.Match[str]) -> str:
 
 def escape_data(text: Any) -> str:
     """``text`` with every tag look-alike neutralised (its bracket becomes ``‹``) and invisible
-    format characters removed. Idempotent; text without ``<`` look-alikes is unchanged."""
+    format characters removed, cut to :data:`DATA_FIELD_CHARS` by :func:`clip_text`.
+    Idempotent; short text without ``<`` look-alikes is unchanged."""
     s = "" if text is None else str(text)
-    s = _INVISIBLE.sub("", s)
+    s = clip_text(_INVISIBLE.sub("", s), DATA_FIELD_CHARS)
     return _LOOKALIKE.sub(_escape_match, s)
 
 

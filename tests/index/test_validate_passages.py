@@ -1,5 +1,5 @@
 """Passages handed to an index build (issue 13 item 7): empty ones skipped with a warning and a
-count, long ones kept whole with a warning (and parsed by spaCy in chunks), bad ones refused
+count, long ones kept whole and windowed (and parsed by spaCy in chunks), bad ones refused
 with one clear error naming the passage."""
 
 from __future__ import annotations
@@ -75,13 +75,15 @@ def test_validate_bad_passages_are_one_clear_error(tmp_path, passages, match):
     assert not (tmp_path / "idx" / "manifest.json").exists()
 
 
-def test_validate_long_passage_is_kept_whole_with_a_warning(caplog):
-    caplog.set_level(logging.WARNING)
+def test_validate_long_passage_is_kept_whole_and_windowed(caplog):
+    caplog.set_level(logging.INFO)
     long_text = "Hank Snow recorded many songs in Nashville. " * (LONG_PASSAGE_CHARS // 40 + 5)
     idx = _build([CASH, Passage("long", long_text, "Hank Snow")])
     assert idx.passages.get("long").text == long_text  # not truncated, not split
-    (msg,) = _warnings(caplog, "kgrag_plugins.index.validate")
-    assert "1 passage(s) are longer than" in msg and "'long'" in msg and "MiniLM" in msg
+    assert not _warnings(caplog, "kgrag_plugins.index.validate")  # handled: no longer a warning
+    (msg,) = [r.getMessage() for r in caplog.records if r.name == "kgrag_plugins.index.validate"]
+    assert "1 passage(s) are longer than" in msg and "'long'" in msg and "windows" in msg
+    assert set(idx.passages.windows.owners) == {"long"}
 
 
 # --------------------------------------------------------------------------- spaCy and long texts

@@ -581,7 +581,7 @@ class FRAGRetriever(Retriever):
         scores: dict[str, float] = {}
         if pool:
             pos = np.array([store.position(pid) for pid in pool])
-            scores = dict(zip(pool, (store.vectors[pos] @ qv + self.path_bonus).tolist()))
+            scores = dict(zip(pool, (store.dense_scores(qv, pos) + self.path_bonus).tolist()))
         for psg, sc in store.dense_search(qv, k):
             scores.setdefault(psg.id, float(sc))
         out = dict(sorted(scores.items(), key=lambda kv: -kv[1])[:k])

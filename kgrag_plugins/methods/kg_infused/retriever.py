@@ -69,7 +69,7 @@ import numpy as np
 
 from ...index.store import KnowledgeIndex
 from ...models.llm import LLMError, as_llm
-from ...models.prompting import DataPrompt
+from ...models.prompting import DataPrompt, clip_text
 from ...models.replies import InvalidReply, RepliesStayedInvalid, check_text, complete_validated, first_line
 from ...models.structured import OutputSchema
 from ...types import Answer, Evidence, Passage, ScoredPassage, note_fallback
@@ -585,7 +585,7 @@ class KGInfusedRetriever(Retriever):
         out = []
         for p in passages:
             p = p.passage if isinstance(p, ScoredPassage) else p
-            out.append((p.title, p.text))
+            out.append((p.title, clip_text(p.text)))  # a long passage: head and tail around a marker
         return out
 
     def _complete_or_raise(self, prompt: str, template: str, step: str, context: str | None = None) -> str:

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ...models.prompting import clip_text
 from ...models.replies import complete_validated
 from ...types import Passage
 from .extraction import Extraction
@@ -130,7 +131,7 @@ class ReferenceFilter:
             c.relevance = float(s)
             verdict = None
             if self.llm is not None:
-                text = f"{c.passage.title}: {c.passage.text}" if c.passage.title else c.passage.text
+                text = clip_text(f"{c.passage.title}: {c.passage.text}" if c.passage.title else c.passage.text)
                 verdict = complete_validated(
                     self.llm,
                     relevance_messages(question, text, entities),

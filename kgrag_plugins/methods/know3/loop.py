@@ -48,6 +48,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...models.llm import as_llm
+from ...models.prompting import clip_text
 from ...models.replies import complete_validated
 from ...types import Answer, Evidence, Fact, Passage, ScoredPassage, note_fallback
 from ..base import Retriever
@@ -331,7 +332,7 @@ class Know3Retriever(Retriever):
 
     @staticmethod
     def _ref_text(p: Passage) -> str:
-        return f"{p.title}: {p.text}" if p.title else p.text
+        return f"{p.title}: {clip_text(p.text)}" if p.title else clip_text(p.text)
 
     def _answer(self, question: str, refs: list[Candidate], errors: list[dict[str, Any]]) -> tuple[str, str, bool]:
         """(answer, reasoning, valid) from the Fig. 6 prompt; ``("", "", False)`` after two invalid replies."""

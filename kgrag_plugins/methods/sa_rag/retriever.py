@@ -388,7 +388,7 @@ class SARAGRetriever(Retriever):
         rows = np.array(sorted(graph.index_of(e) for e in activated), dtype=np.int64)
         cols = np.unique(self._links.indices[_csr_positions(self._links.indptr, rows)])
         cols = cols[self._ppos[cols] >= 0]
-        cos = self.index.passages.vectors[self._ppos[cols]] @ qv if len(cols) else np.zeros(0)
+        cos = self.index.passages.dense_scores(qv, self._ppos[cols]) if len(cols) else np.zeros(0)
         keep = cos >= self.document_threshold
         order = sorted(np.flatnonzero(keep), key=lambda i: (-float(cos[i]), int(cols[i])))
         store = self.index.passages
