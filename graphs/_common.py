@@ -3,7 +3,11 @@
 * Index: ``KGRAG_INDEX_DIR`` (a saved :class:`~kgrag_plugins.index.store.KnowledgeIndex`) if set; else
   the bundled sample corpus indexed once with the LLM-free ``parsekg`` builder (entities, mentions
   triples and KG-Translator's ParseKG, so every method graph runs on it) into
-  ``$KGRAG_CACHE_DIR/graphs/sample-<hash>`` and reopened from there afterwards.
+  ``$KGRAG_CACHE_DIR/graphs/sample-<hash>`` and reopened from there afterwards. Each run (the
+  factory is called per run) first follows writers in other processes: when ``manifest.json`` names
+  a newer generation, the index adopts it (:meth:`KnowledgeIndex.follow`) and the cached graphs'
+  retrievers refresh, so a run started after a commit returned answers from it or a newer one.
+  ``KGRAG_INDEX_FOLLOW=0`` pins the generation opened first.
 * LLM: ``None`` (every graph's LLM-free path: the "(e)" parts of docs/methods.md) unless ``KGRAG_LLM_BASE_URL`` is set,
   then :meth:`OpenAICompatibleLLM.from_env` (``KGRAG_LLM_MODEL``, ``KGRAG_LLM_API_KEY``, ...).
 
@@ -111,9 +115,20 @@ def load_llm() -> Any:
         return _cache["llm"]
 
 
+def _follow(index: Any) -> None:
+    """Adopt the index's newest generation on disk unless ``KGRAG_INDEX_FOLLOW`` is off."""
+    from kgrag_plugins.config import env
+
+    if (env("INDEX_FOLLOW") or "1").strip().lower() not in ("0", "false", "no", "off"):
+        index.follow()
+
+
 def cached_graph(name: str, build: Callable[[Any, Any], Any]) -> Any:
-    """``build(index, llm)`` once per process; the compiled graph is reused by every run."""
+    """``build(index, llm)`` once per process; the compiled graph is reused by every run (after
+    :func:`_follow` brought the shared index to the newest generation)."""
     with _lock:
+        if "index" in _cache:
+            _follow(_cache["index"])
         if name not in _cache:
             _cache[name] = build(load_index(), load_llm())
         return _cache[name]

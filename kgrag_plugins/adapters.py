@@ -15,7 +15,8 @@ framework). A third-party package can add hooks the same way, or call :func:`reg
 Hooks used by the core: ``"llm"`` (object -> our LLM adapter or ``None``), ``"embedder"``
 (object -> our Embedder or ``None``), ``"build_index"``, ``"as_retriever"``, ``"as_query_engine"``
 (the LlamaIndex entry points behind the :class:`~kgrag_plugins.index.store.KnowledgeIndex`
-convenience methods).
+convenience methods), ``"graphs_load_runner"`` (the runner of ``kgrag bench-load --graphs-dev``: the
+graphs/ app served by its dev server, ``make graphs-dev``).
 """
 
 from __future__ import annotations

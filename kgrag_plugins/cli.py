@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ._secrets import RedactingFilter, redact
 from .cli_common import HelpFormatter, deprecated_index, use_formatter
 from .config import setup_offline_env
 from .models.llm import LLMError
@@ -492,6 +493,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .eval.bench_scale import add_parser as add_bench_scale
 
     add_bench_scale(sub)
+    from .eval.bench_load import add_parser as add_bench_load
+
+    add_bench_load(sub)
     use_formatter(p, HelpFormatter)  # every command's help shows its defaults
     return p
 
@@ -507,6 +511,8 @@ def _configure_logging(verbosity: int) -> None:
     root = logging.getLogger()
     if not root.handlers:
         logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+        for handler in root.handlers:  # ours: mask secrets in any library's records (httpx logs URLs)
+            handler.addFilter(RedactingFilter())
     elif verbosity > 0:
         root.setLevel(level)
     for name in _CHATTY:
@@ -520,10 +526,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except (ValueError, FileNotFoundError, KeyError) as e:
-        print(f"kgrag {args.command}: error: {e}", file=sys.stderr)
+        print(f"kgrag {args.command}: error: {redact(e)}", file=sys.stderr)
         return 2
     except LLMError as e:
-        print(f"kgrag {args.command}: error: {e}", file=sys.stderr)
+        print(f"kgrag {args.command}: error: {redact(e)}", file=sys.stderr)
         return 1
 
 

@@ -43,7 +43,7 @@ from ..methods.sa_rag.prompts import QUESTION_PREFIX, REASONING_SCHEMA, REASONIN
 from ..models.prompting import data_block  # noqa: E402
 from ..models.replies import complete_validated  # noqa: E402
 from .common import context_retrieval, evidence_record, json_answer, llm_of, resolve_step  # noqa: E402
-from .state import AgentState, add_evidence, add_llm_errors, final_update  # noqa: E402
+from .state import AgentState, add_evidence, add_llm_errors, agent_question, final_update  # noqa: E402
 
 __all__ = ["cot_graph", "cot_rag_graph", "parse_reasoning", "sa_rag_cot_graph"]
 
@@ -80,8 +80,9 @@ def cot_graph(
         return f"{new_context}\n\n{data_block('notes', summary)}" if summary else new_context
 
     def retrieve_node(state: dict[str, Any]) -> dict[str, Any]:
+        question = agent_question(state)
         follow = state.get("follow_up") or ""
-        query = follow or state["question"]
+        query = follow or question
         ev, ctx = acquire(query)
         context = merged(state.get("summary") or "", ctx) if follow else ctx
         steps = list(state.get("steps") or [])

@@ -38,7 +38,7 @@ from ..models.prompting import data_block  # noqa: E402
 from ..models.replies import InvalidReply, check_text, complete_validated  # noqa: E402
 from .common import MAX_SUB_ANSWER_CHARS, context_retrieval, evidence_record, json_answer, llm_of, resolve_step  # noqa: E402
 from .prompts import DECOMPOSE_SCHEMA, DECOMPOSE_SYSTEM  # noqa: E402
-from .state import AgentState, add_evidence, add_llm_errors, final_update  # noqa: E402
+from .state import AgentState, add_evidence, add_llm_errors, agent_question, final_update  # noqa: E402
 
 __all__ = ["decomposition_graph", "parse_decomposition"]
 
@@ -96,7 +96,7 @@ def decomposition_graph(
     def decompose(state: dict[str, Any]) -> dict[str, Any]:
         messages = [
             {"role": "system", "content": DECOMPOSE_SYSTEM},
-            {"role": "user", "content": f"Question: {state['question']}"},
+            {"role": "user", "content": f"Question: {agent_question(state)}"},
         ]
         errors: list[dict[str, Any]] = []
         subs = complete_validated(
@@ -140,7 +140,7 @@ def decomposition_graph(
         }
 
     def final(state: dict[str, Any]) -> dict[str, Any]:
-        ev, context = acquire(state["question"])
+        ev, context = acquire(agent_question(state))
         new = {**state, **add_evidence(state, ev, retriever=step.name)}
         lines = previous_lines(state)
         if lines:

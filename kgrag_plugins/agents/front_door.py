@@ -26,7 +26,7 @@ from langgraph.graph import END, START, StateGraph  # noqa: E402
 from ..integrations.langgraph.router import make_route_node, route_by_hops  # noqa: E402
 from ..methods.answer import generate_answer  # noqa: E402
 from .common import evidence_record, llm_of, resolve_step  # noqa: E402
-from .state import AgentState, add_evidence, add_llm_errors, final_update  # noqa: E402
+from .state import AgentState, add_evidence, add_llm_errors, agent_question, final_update  # noqa: E402
 
 __all__ = ["front_door_graph"]
 
@@ -66,7 +66,7 @@ def front_door_graph(
         raise TypeError(f"complex must be an agent name or a compiled graph / node, got {type(complex).__name__}")
 
     def simple(state: dict[str, Any]) -> dict[str, Any]:
-        q = state["question"]
+        q = agent_question(state)
         ev = step(q)
         new = {**state, **add_evidence(state, ev, retriever=step.name)}
         steps = [*(state.get("steps") or []), {"kind": "retrieve", **evidence_record(ev)}]

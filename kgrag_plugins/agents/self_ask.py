@@ -53,7 +53,7 @@ from .common import MAX_SUB_ANSWER_CHARS, answer_sub_question, evidence_record, 
 from .kg_step import KGInfusedPlugin  # noqa: E402
 from .prompts import SELF_ASK_FINAL_SCHEMA, SELF_ASK_SCHEMA, self_ask_prompt  # noqa: E402
 from .retrieve import RetrieveStep  # noqa: E402
-from .state import AgentState, add_evidence, add_llm_errors, final_update, state_evidence  # noqa: E402
+from .state import AgentState, add_evidence, add_llm_errors, agent_question, final_update, state_evidence  # noqa: E402
 
 __all__ = ["SelfAskStep", "parse_self_ask", "self_ask_graph", "self_ask_kg_infused_graph"]
 
@@ -193,7 +193,7 @@ def _build(
         return upd
 
     def llm_free(state: dict[str, Any]) -> dict[str, Any]:
-        q = state["question"]
+        q = agent_question(state)
         ev, n, rec, errors, _ = search(q)
         upd = add(state, ev, n)
         steps = [{"kind": "retrieve", "mode": "llm-free", **rec}]
@@ -206,7 +206,7 @@ def _build(
         }
 
     def ask(state: dict[str, Any]) -> dict[str, Any]:
-        q = state["question"]
+        q = agent_question(state)
         subs = list(state.get("sub_questions") or [])
         steps = list(state.get("steps") or [])
         errors: list[dict[str, Any]] = []

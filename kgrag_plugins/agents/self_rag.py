@@ -78,7 +78,7 @@ from ..types import Evidence
 from . import self_rag_prompts as P
 from .common import llm_of, resolve_step
 from .kg_step import KGInfusedPlugin
-from .state import AgentState, add_evidence, add_llm_errors, final_update
+from .state import AgentState, add_evidence, add_llm_errors, agent_question, final_update
 
 __all__ = [
     "Critique",
@@ -410,7 +410,7 @@ def _step(state: Mapping[str, Any], **record: Any) -> list[dict[str, Any]]:
 def _build(core: SelfRAG, retrieve_node: Callable[[dict], dict], augment_node: Callable[[dict], dict] | None):
     def decide(state: dict) -> dict:
         errors: list = []
-        do, info = core.decide(state["question"], errors)
+        do, info = core.decide(agent_question(state), errors)
         return {
             "do_retrieve": do,
             "trace": _trace_update(state, errors, mode=core.mode, retrieve=do, decision=info),

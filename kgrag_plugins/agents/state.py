@@ -19,13 +19,20 @@ require("langgraph", "langgraph", "langchain_core", feature="kgrag_plugins.agent
 from langchain_core.documents import Document  # noqa: E402
 from typing_extensions import TypedDict  # noqa: E402
 
-from ..integrations.langgraph.state import documents_to_passages, evidence_to_documents, state_to_evidence  # noqa: E402
+from ..integrations.langgraph.state import (  # noqa: E402
+    check_state,
+    documents_to_passages,
+    evidence_to_documents,
+    question_of,
+    state_to_evidence,
+)
 from ..types import Answer, Evidence  # noqa: E402
 
 __all__ = [
     "AgentState",
     "add_evidence",
     "add_llm_errors",
+    "agent_question",
     "final_update",
     "run_agent",
     "state_evidence",
@@ -54,6 +61,19 @@ class AgentState(TypedDict, total=False):
     summary: str  # CoT: the model's summary of known information
     follow_up: str  # the question the next retrieval is for
     note: str | None
+
+
+#: Agent keys whose types differ from (or are not in) :class:`KGRAGState`'s.
+_AGENT_KEY_TYPES: dict[str, tuple[type, ...]] = {"steps": (list, tuple), "follow_up": (str,)}
+
+
+def agent_question(state: dict[str, Any]) -> str:
+    """The question an agent's first node reads: ``state["question"]``, checked (a one-line
+    ``ValueError`` for a missing, blank, over-long or non-string question, or a state key of the
+    wrong type: :func:`~kgrag_plugins.integrations.langgraph.state.question_of`; an agent's
+    ``steps`` is a list of records, ``follow_up`` a string)."""
+    check_state(state, _AGENT_KEY_TYPES)
+    return question_of(state)
 
 
 def add_evidence(state: dict[str, Any], ev: Evidence, *, retriever: str = "") -> dict[str, Any]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -126,14 +126,37 @@ def parse_retriever_opts(specs: Sequence[str], known: Sequence[str] = ()) -> dic
     A name spelling one of ``known`` with ``_`` for ``-`` (``kg_infused.rounds=2``) is keyed by
     the ``known`` spelling."""
     out: dict[str, dict[str, list[Any]]] = {}
+    usage = "use RETRIEVER.OPTION=V1[,V2...], e.g. translator.alpha=1,3,5"
     for spec in specs:
+        if not isinstance(spec, str):
+            raise ValueError(f"--retriever-opt {spec!r}: expected a string; {usage}")
         name, sep, rest = spec.partition(".")
         key, eq, values = rest.partition("=")
+        name, key = name.strip(), key.strip()
         if not (sep and eq and name and key and values):
-            raise ValueError(f"--retriever-opt {spec!r}: use RETRIEVER.OPTION=V1[,V2...], e.g. translator.alpha=1,3,5")
-        name = resolve_name(name, known)
-        out.setdefault(name, {})[key] = [_opt_value(v.strip()) for v in values.split(",") if v.strip()]
+            raise ValueError(f"--retriever-opt {spec!r}: {usage}")
+        if not key.isidentifier():
+            raise ValueError(f"--retriever-opt {spec!r}: the option name {key!r} is not a Python identifier; {usage}")
+        parsed = [_opt_value(v.strip()) for v in values.split(",") if v.strip()]
+        if not parsed:
+            raise ValueError(f"--retriever-opt {spec!r}: no values after '='; {usage}")
+        out.setdefault(resolve_name(name, known), {})[key] = parsed
     return out
+
+
+def build_with_opts(label: str, combo: Mapping[str, Any], build: Callable[[], Any]) -> Any:
+    """``build()`` for a run with ``--retriever-opt`` values ``combo``: a ``TypeError`` or
+    ``ArithmeticError`` (an option the method does not take, a value of the wrong type or range,
+    e.g. ``hybrid.rrf_k=-1``) becomes a one-line ``ValueError`` naming the run; without options
+    errors pass unchanged."""
+    try:
+        return build()
+    except (TypeError, ArithmeticError) as e:
+        if not combo:
+            raise
+        raise ValueError(
+            f"--retriever-opt {label}: {type(e).__name__}: {e} (check the option names and value types)"
+        ) from e
 
 
 def _opt_value(v: str) -> Any:
@@ -296,13 +319,14 @@ def run_bench(
         timings = {**index.manifest.get("timings", {}), **idx.manifest.get("timings", {})}
         for combo in _opt_grid(opts.get(name, {})):
             kw = {"dataset": ds.name} if name in DATASET_AWARE else {}
+            label = name + ("[" + ",".join(f"{k}={v}" for k, v in combo.items()) + "]" if combo else "")
             t_init = time.perf_counter()
-            retriever = factory(idx, **kw, **combo)
+            retriever = build_with_opts(label, combo, lambda: factory(idx, **kw, **combo))
             prepare = getattr(retriever, "prepare", None)
             prepared = prepare() if callable(prepare) else None  # one-off derived indexes
             init_s = time.perf_counter() - t_init
             try:
-                result = evaluate_retriever(retriever, ds, progress=progress)
+                result = build_with_opts(label, combo, lambda: evaluate_retriever(retriever, ds, progress=progress))
                 extras = getattr(retriever, "bench_extras", None)  # e.g. translator-llm's kg_valid_share
                 if callable(extras):
                     result.update(extras())
@@ -317,7 +341,6 @@ def run_bench(
                 result["prepare_seconds"] = round(init_s, 2)
             if builder:
                 result["builder"] = builder
-            label = name + ("[" + ",".join(f"{k}={v}" for k, v in combo.items()) + "]" if combo else "")
             report["results"][label] = result
     _write(report, out)
     return report

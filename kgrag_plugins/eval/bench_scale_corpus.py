@@ -266,6 +266,8 @@ def _phase_add(d: Path, out: Path, emb_name: str = "default") -> None:
     reopen_s = time.perf_counter() - t0
     found_bm25 = found_dense = 0
     store = again.passages
+    new_ids = {p.id for p in new}
+    new_windows = sum(o in new_ids for o in store.windows.owners) if store.windows is not None else 0
     for p in new:
         hit = store.bm25_search(f"{p.title}\n{p.text}", 1)
         found_bm25 += bool(hit) and hit[0][0].id == p.id
@@ -280,6 +282,7 @@ def _phase_add(d: Path, out: Path, emb_name: str = "default") -> None:
         "add_counts_before": before,
         "add_counts_after": after,
         "add_embedded_texts": seen["embedded"],
+        "add_embedded_windows": new_windows,  # of the new passages longer than the embedder's input
         "add_parsed_passages": seen["parsed"],
         "add_entity_rows_unchanged": bool(rows_kept),
         "add_reopen_seconds": round(reopen_s, 2),
@@ -289,7 +292,7 @@ def _phase_add(d: Path, out: Path, emb_name: str = "default") -> None:
         "add_peak_rss_mb": round(rss_mb()["hwm"] or 0.0, 1),
     }
     res["add_no_full_rebuild"] = bool(
-        seen["embedded"] == len(new)
+        seen["embedded"] == len(new) + new_windows
         and seen["parsed"] == len(new)
         and rows_kept
         and after["passages"] == before["passages"] + len(new)

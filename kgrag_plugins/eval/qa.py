@@ -63,7 +63,7 @@ from ..models.llm import LLMError
 from ..models.replies import check_text, complete_validated
 from ..names import name_key, resolve_name
 from ..types import Answer, Evidence
-from .bench import DATASET_AWARE, RETRIEVERS, _opt_grid, _write, parse_retriever_opts
+from .bench import DATASET_AWARE, RETRIEVERS, _opt_grid, _write, build_with_opts, parse_retriever_opts
 from .qa_meter import MeteredLLM
 from .qa_run import QAJournal, QARunAborted, default_journal_path, run_questions, summarize_row
 
@@ -503,7 +503,7 @@ def run_qa_bench(
     for system, combo, level in ((s, c, n) for s in systems for c in _system_grid(s, opts) for n in levels):
         label = _label(system, combo) + (f"@c{level}" if len(levels) > 1 else "")
         if len(jrn.finished(label)) < len(ds.questions):
-            run = _build_system(system, combo, indexes, metered, warm)
+            run = build_with_opts(label, combo, lambda: _build_system(system, combo, indexes, metered, warm))
             run_questions(
                 run, ds.questions, row=label, journal=jrn, llm=metered, concurrency=level,
                 retries=llm_retries, retry_wait=retry_wait, progress=progress,

@@ -22,6 +22,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from .._secrets import mask_url
 from ..config import env
 from ..models.llm import OpenAICompatibleLLM
 from .scripted import ScriptedQALLM
@@ -96,5 +97,5 @@ def resolve_llm(
         return TransformersLLM(ref, **opts), f"local:{ref} (transformers, in-process)", nothing
     if spec.startswith(("http://", "https://")):
         llm = OpenAICompatibleLLM(base_url=spec, model=model, **opts)
-        return llm, f"{spec} ({llm.model})", llm.close
+        return llm, f"{mask_url(spec)} ({llm.model})", llm.close  # the report names no password
     raise ValueError(f"--llm {spec!r}: " + NO_LLM_MESSAGE.split(": ", 1)[1])

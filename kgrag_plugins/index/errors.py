@@ -22,6 +22,12 @@ class ChromaServerError(ConnectionError, ValueError):
     names the URL (a ``ConnectionError``, and a ``ValueError`` like the other index errors)."""
 
 
+class GraphDBServerError(ConnectionError, ValueError):
+    """The graph database server (FalkorDB, Neo4j) of a ``PropertyGraphKG`` was lost mid-call or
+    cannot be reached; the message names its URL and says to start it again (the next call
+    reconnects by itself). A ``ConnectionError`` and a ``ValueError``, like :class:`ChromaServerError`."""
+
+
 def is_disk_full(exc: BaseException) -> bool:
     """Whether ``exc`` (or what caused it) says the disk or quota is full (``ENOSPC``/``EDQUOT``)."""
     seen = 0

@@ -25,6 +25,7 @@ there are not serialised — run one writer at a time. Network file systems must
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -33,7 +34,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ..config import env
 from .errors import IndexLockedError
@@ -256,3 +257,58 @@ def read_json(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+class SwapGuard:
+    """Readers-writer lock of one in-memory index object (threads of one process).
+
+    A **read** (one retrieval, :meth:`KnowledgeIndex.reading`) sees one generation throughout: the
+    in-place **swap** of an update (``add_passages`` / ``delete_passages`` / ``follow``) waits for
+    the reads in flight, and reads that start meanwhile wait for the swap (a waiting swap blocks new
+    reads: no writer starvation). Reads nest within a thread; a swap from a thread that is reading
+    raises ``RuntimeError`` instead of waiting for itself.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._swapping = False
+        self._waiting = 0
+        self._local = threading.local()
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        depth = getattr(self._local, "depth", 0)
+        if not depth:
+            with self._cond:
+                while self._swapping or self._waiting:
+                    self._cond.wait()
+                self._readers += 1
+        self._local.depth = depth + 1
+        try:
+            yield
+        finally:
+            self._local.depth = depth
+            if not depth:
+                with self._cond:
+                    self._readers -= 1
+                    self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def swapping(self) -> Iterator[None]:
+        if getattr(self._local, "depth", 0):
+            raise RuntimeError("an index cannot be updated from inside a retrieval on it")
+        with self._cond:
+            self._waiting += 1
+            try:
+                while self._swapping or self._readers:
+                    self._cond.wait()
+            finally:
+                self._waiting -= 1
+            self._swapping = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._swapping = False
+                self._cond.notify_all()

@@ -116,3 +116,18 @@ def drop_generation_collection(gdir: Path) -> None:
     info = read_json(gdir / "chroma.json")
     if info and info.get("mode") == "http":
         _drop_http_collection(info)
+
+
+def counts(store: Any, graph: Any, parsekg: Any = None) -> dict[str, int]:
+    """The manifest's ``counts``: passages, entities, triples, relations (+ ParseKG's sentences
+    and hyperrelations)."""
+    out = {
+        "passages": len(store),
+        "entities": graph.num_entities,
+        "triples": graph.num_triples,
+        "relations": len(graph.relations),
+    }
+    if parsekg is not None:
+        out["sentences"] = parsekg.num_sentences
+        out["hyperrelations"] = parsekg.num_hyperrelations
+    return out

@@ -62,6 +62,7 @@ from .lock import Lease, SwapGuard, WriterLock, collect_generations, create_leas
 from .manifest import FIX as _FIX
 from .manifest import MANIFEST, read_manifest
 from .manifest import atomic_write_text as _atomic_write_text
+from .manifest import counts as _counts
 from .manifest import drop_generation_collection as _drop_generation_collection
 from .manifest import load_optional as _load_optional
 from .manifest import one_line as _one_line
@@ -681,15 +682,6 @@ class KnowledgeIndex:
     def __repr__(self) -> str:
         where = f", path={str(self.path)!r}" if self.path else ""
         return f"KnowledgeIndex({self.counts}{where})"
-
-
-def _counts(store: PassageStore, graph: KnowledgeGraph, parsekg: ParseKG | None = None) -> dict[str, int]:
-    g = graph
-    out = {"passages": len(store), "entities": g.num_entities, "triples": g.num_triples, "relations": len(g.relations)}
-    if parsekg is not None:
-        out["sentences"] = parsekg.num_sentences
-        out["hyperrelations"] = parsekg.num_hyperrelations
-    return out
 
 
 _EMBED_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kgrag-embed")

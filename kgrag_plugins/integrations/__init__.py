@@ -136,16 +136,25 @@ def _lazy(name: str) -> Any:
     return call
 
 
+def _graphs_load_runner(*args: Any, **kwargs: Any) -> Any:
+    """Hook ``graphs_load_runner``: the coroutine of ``kgrag bench-load --graphs-dev``
+    (:func:`.langgraph.load.run_graphs_dev`; LangGraph loads on the first call)."""
+    from .langgraph.load import run_graphs_dev
+
+    return run_graphs_dev(*args, **kwargs)
+
+
 def register_adapters() -> None:
     """Register this package's hooks with :mod:`kgrag_plugins.adapters` (the entry point
     ``kgrag_plugins.adapters: frameworks``): ``llm``, ``embedder``, ``build_index``,
-    ``as_retriever``, ``as_query_engine``. Imports no framework."""
+    ``as_retriever``, ``as_query_engine``, ``graphs_load_runner``. Imports no framework."""
     from ..adapters import register
 
     register("llm", framework_llm)
     register("embedder", framework_embedder)
     for name in ("build_index", "as_retriever", "as_query_engine"):
         register(name, _lazy(name))
+    register("graphs_load_runner", _graphs_load_runner)
 
 
 def _use_bundled_tiktoken_cache() -> None:

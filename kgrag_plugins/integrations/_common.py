@@ -198,9 +198,12 @@ def _scalar(value: Any) -> bool:
 
 
 def small_metadata(data: dict[str, Any]) -> dict[str, Any]:
-    """Keep flat, JSON-friendly entries (scalars and lists of scalars) so vector stores accept them."""
+    """Keep flat, JSON-friendly entries (string keys; scalars and lists of scalars) so vector stores
+    and LlamaIndex's ``TextNode`` (``dict[str, Any]``) accept them."""
     out: dict[str, Any] = {}
     for key, value in data.items():
+        if not isinstance(key, str):
+            continue
         if _scalar(value):
             out[key] = value
         elif isinstance(value, (list, tuple)) and all(_scalar(v) for v in value):

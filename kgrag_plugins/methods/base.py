@@ -11,7 +11,10 @@ Two guarantees live here so that every method gets them the same way:
   the revision the retriever's derived state (name maps, CSR matrices, position arrays) was built
   from; every public entry calls :meth:`Retriever._sync_index`, which runs the subclass's
   :meth:`Retriever._refresh` hook once when the revision moved. So new passages are retrievable
-  and deleted ones are never returned, without rebuilding the retriever.
+  and deleted ones are never returned, without rebuilding the retriever. ``retrieve`` (and so
+  ``aretrieve``) reads one generation throughout: it holds :meth:`KnowledgeIndex.reading
+  <kgrag_plugins.index.store.KnowledgeIndex.reading>`, so an update's in-place swap waits for the
+  retrievals in flight, and retrievals started meanwhile wait for the swap.
 - **Honest output.** Every :class:`~kgrag_plugins.types.Evidence` that ``retrieve`` returns says
   what its passage scores are (``trace["score_kind"]``, default the class's :attr:`Retriever.score_kind`),
   says when an LLM step fell back to its LLM-free path (``trace["fallback"]``, derived from the
@@ -23,6 +26,7 @@ Two guarantees live here so that every method gets them the same way:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import numbers
 import threading
@@ -39,17 +43,38 @@ logger = logging.getLogger(__name__)
 _REFRESH_LOCK = threading.RLock()
 
 
+#: Longest accepted query (characters): a question, not a document (spaCy's NER refuses 1M).
+MAX_QUERY_CHARS = 100_000
+
+
+def check_query_text(query: str, what: str = "query") -> str:
+    """``query`` unchanged when it is text every step can read; else a one-line ``ValueError``:
+    blank, longer than :data:`MAX_QUERY_CHARS`, or holding a lone surrogate (not encodable as UTF-8)."""
+    if not query.strip():
+        raise ValueError(f"{what} must be a non-empty string; pass the question text")
+    if len(query) > MAX_QUERY_CHARS:
+        raise ValueError(f"{what} is {len(query)} characters long; at most {MAX_QUERY_CHARS} are accepted")
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(
+            f"{what} is not valid Unicode: a lone surrogate {query[e.start]!r} at position {e.start}; "
+            "decode the text with errors='replace'"
+        ) from None
+    return query
+
+
 def check_query_k(query: Any, k: Any) -> tuple[str, int]:
     """Validate ``retrieve``'s arguments; returns ``(query, int(k))``.
 
     Raises ``TypeError`` for a non-``str`` query or a non-integer / ``bool`` ``k`` (``2.5``,
-    ``"3"``, ``True``), ``ValueError`` for a blank query or ``k < 1``; each message names the
-    argument, what was given and what to pass instead.
+    ``"3"``, ``True``), ``ValueError`` for a blank, over-long or not UTF-8-encodable query
+    (:func:`check_query_text`) or ``k < 1``; each message names the argument, what was given and
+    what to pass instead.
     """
     if not isinstance(query, str):
         raise TypeError(f"query must be a non-empty str (the question text), got {type(query).__name__}")
-    if not query.strip():
-        raise ValueError("query must be a non-empty string; pass the question text")
+    check_query_text(query)
     if isinstance(k, bool) or not isinstance(k, numbers.Integral):
         raise TypeError(
             f"k must be a positive int (how many passages to return), got {k!r} ({type(k).__name__}); pass e.g. k=5"
@@ -71,6 +96,13 @@ def note_llm_fallback(trace: dict[str, Any]) -> None:
         return
     more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
     note_fallback(trace, "the LLM-free path", f"LLM error in {last.get('step', '?')}: {last.get('error', '?')}{more}")
+
+
+def _reading(index: Any) -> contextlib.AbstractContextManager[Any]:
+    """``index.reading()`` (a :class:`KnowledgeIndex`: an update waits for this read and is then seen
+    whole by the next), else a no-op."""
+    reading = getattr(type(index), "reading", None)
+    return reading(index) if callable(reading) else contextlib.nullcontext()
 
 
 class Retriever(ABC):
@@ -123,8 +155,9 @@ class Retriever(ABC):
     def retrieve(self, query: str, k: int = 5) -> Evidence:
         """Evidence for ``query``: at most ``k`` passages (plus facts / trace, per method)."""
         query, k = check_query_k(query, k)
-        self._sync_index()
-        return self._finish(self._retrieve(query, k))
+        with _reading(self.__dict__.get("_index")):  # one index generation throughout
+            self._sync_index()
+            return self._finish(self._retrieve(query, k))
 
     def _finish(self, ev: Evidence) -> Evidence:
         """The house guarantees on a method's Evidence (module docstring, "Honest output")."""

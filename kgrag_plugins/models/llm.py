@@ -15,6 +15,7 @@ Every method in the package talks to an :class:`LLM`: ``complete(prompt) -> str`
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import threading
 import time
@@ -23,6 +24,7 @@ from typing import Any
 
 import httpx
 
+from .._secrets import redact, register_secret, split_userinfo
 from ..adapters import GROUP, hook
 from ..config import DEFAULT_LLM_DEADLINE, env, env_number
 from .breaker import CircuitBreaker, LLMError, LLMResponseError, LLMTimeoutError, LLMUnavailableError
@@ -61,9 +63,11 @@ _DEADLINE_MARGIN = 0.1
 class _RetryableFailure(Exception):
     """Internal: a failure worth retrying (timeout, connection, 429/5xx, garbage)."""
 
-    def __init__(self, description: str, *, timeout: bool = False) -> None:
+    def __init__(self, description: str, *, timeout: bool = False, connection: bool = False) -> None:
         super().__init__(description)
         self.timeout = timeout
+        #: The server refused or dropped the connection (it is down or was restarted).
+        self.connection = connection
 
 
 def _json_body(resp: httpx.Response, url: str, model: str) -> Any:
@@ -142,9 +146,11 @@ class OpenAICompatibleLLM:
         deadline = env_number("LLM_DEADLINE", DEFAULT_LLM_DEADLINE) if deadline is None else float(deadline)
         if not deadline > 0:
             raise ValueError(f"deadline must be > 0 seconds, got {deadline}")
-        self.base_url = base_url.rstrip("/")
+        # user:password@ in the URL is sent as a header, never kept in the URL we log and name in errors
+        self.base_url, self._userinfo = split_userinfo(base_url.rstrip("/"))
         self.model = model
         self.api_key = api_key or env("LLM_API_KEY")
+        register_secret(self.api_key)  # masked wherever redact() runs
         self.timeout = float(timeout)
         self.max_retries = int(max_retries)
         self.backoff = float(backoff)
@@ -204,7 +210,10 @@ class OpenAICompatibleLLM:
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
-        if self.api_key:
+        if self._userinfo:  # the URL's credentials win, as httpx's own userinfo handling did
+            token = base64.b64encode(":".join(self._userinfo).encode()).decode()
+            headers["Authorization"] = f"Basic {token}"
+        elif self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         return headers
 
@@ -221,12 +230,16 @@ class OpenAICompatibleLLM:
         with self._lock:
             settled = self._auto_mode
         if settled is None:
+            if self.breaker.is_open:  # the server is down: decide once it answers again
+                return "openai"
             settled = "openai"
             try:
                 resp = self._sync_client().get(f"{self.base_url}/models", headers=self._headers(), timeout=2.0)
                 models = resp.json().get("data", []) if resp.status_code == 200 else []
                 if any(isinstance(m, dict) and m.get("owned_by") == "vllm" for m in models):
                     settled = "vllm"
+            except httpx.TransportError:  # not reachable now (down, restarting): ask again next call
+                return "openai"
             except (httpx.HTTPError, ValueError, AttributeError):
                 pass
             with self._lock:
@@ -304,14 +317,24 @@ class OpenAICompatibleLLM:
         cls = LLMTimeoutError if last.timeout else LLMResponseError
         return cls(
             f"LLM request to {url or self.url} (model {self.model!r}) failed after {attempts} attempt(s); "
-            f"last error: {last}"
+            f"last error: {last}{self._down_hint(last)}"
+        )
+
+    def _down_hint(self, last: _RetryableFailure | None) -> str:
+        """What to do when the server refused or dropped the connection."""
+        if last is None or not last.connection:
+            return ""
+        return (
+            f". Is the LLM server at {self.base_url} running? Start it again (or fix KGRAG_LLM_BASE_URL): "
+            f"the client reconnects by itself, with its first call after the circuit breaker's "
+            f"{self.breaker.cooldown:g}s cool-down (KGRAG_LLM_BREAKER_COOLDOWN)"
         )
 
     @staticmethod
     def _transport_failure(exc: httpx.TransportError, timeout: float) -> _RetryableFailure:
         if isinstance(exc, httpx.TimeoutException):
             return _RetryableFailure(f"timed out after {timeout}s ({type(exc).__name__})", timeout=True)
-        return _RetryableFailure(f"{type(exc).__name__}: {exc}")
+        return _RetryableFailure(f"{type(exc).__name__}: {redact(exc)}", connection=True)
 
     def _plan(
         self, started: float, handle: Callable[[httpx.Response], Any] | None = None, url: str = ""
@@ -363,7 +386,7 @@ class OpenAICompatibleLLM:
         self.breaker.trip()
         raise LLMTimeoutError(
             f"LLM request to {url} (model {self.model!r}) got no reply within its {self.deadline:g}s deadline "
-            f"(KGRAG_LLM_DEADLINE) after {made} attempt(s); last error: {last}"
+            f"(KGRAG_LLM_DEADLINE) after {made} attempt(s); last error: {last}{self._down_hint(last)}"
         )
 
     # -- public API

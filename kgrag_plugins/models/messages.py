@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from .._secrets import redact
+
 __all__ = ["LLM", "Message", "snippet", "to_messages", "truncate_at_stop"]
 
 #: A chat message: ``{"role": "system" | "user" | "assistant", "content": str}``.
@@ -73,6 +75,7 @@ def truncate_at_stop(text: str, stop: list[str] | None) -> str:
 
 
 def snippet(text: str) -> str:
-    """``text`` on one line, cut to 300 characters (for error messages)."""
-    text = text.strip().replace("\n", " ")
+    """``text`` on one line, secrets masked (:func:`~kgrag_plugins._secrets.redact`), cut to 300
+    characters (for error messages)."""
+    text = redact(text).strip().replace("\n", " ")
     return text if len(text) <= _SNIPPET_CHARS else text[:_SNIPPET_CHARS] + "..."

@@ -27,6 +27,7 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from .._secrets import redact
 from .breaker import LLMError
 from .messages import Message
 from .structured import OutputSchema, schema_enabled
@@ -230,12 +231,12 @@ def complete_validated(
             reply = llm.complete(prompt, **complete_kwargs)
         except CALL_ERRORS as exc:
             if retry_errors and attempt <= retries:
-                reason, reply = f"{type(exc).__name__}: {exc}", ""
+                reason, reply = f"{type(exc).__name__}: {redact(exc)}", ""
                 continue
             entry = {
                 "step": step,
                 "kind": "llm_error",
-                "error": str(exc),
+                "error": redact(exc),  # a framework client's error may carry a key or a URL password
                 "type": type(exc).__name__,
                 "attempts": attempt,
             }

@@ -33,6 +33,7 @@ from typing import Any
 
 import httpx
 
+from .._secrets import redact, redact_argv
 from .llm import OpenAICompatibleLLM
 
 __all__ = ["VLLMEngine", "VLLMNotFoundError", "VLLMServer", "VLLMStartupError", "find_vllm", "vllm_pythonpath"]
@@ -241,7 +242,7 @@ class VLLMServer:
             fd, name = tempfile.mkstemp(prefix="kgrag-vllm-", suffix=".log")
             os.close(fd)
             self.log_file = Path(name)
-        logger.info("starting %s (log: %s)", " ".join(cmd), self.log_file)
+        logger.info("starting %s (log: %s)", " ".join(redact_argv(cmd)), self.log_file)
         with open(self.log_file, "ab") as log:
             self.process = subprocess.Popen(
                 cmd,
@@ -279,9 +280,9 @@ class VLLMServer:
         )
 
     def log_tail(self, chars: int = _TAIL_CHARS) -> str:
-        """The last ``chars`` characters of the server log."""
+        """The last ``chars`` characters of the server log, secrets masked (vLLM logs its arguments)."""
         try:
-            return self.log_file.read_text(errors="replace")[-chars:] if self.log_file else ""
+            return redact(self.log_file.read_text(errors="replace"))[-chars:] if self.log_file else ""
         except OSError:
             return ""
 

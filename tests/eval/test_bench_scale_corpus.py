@@ -91,7 +91,9 @@ def test_phases_in_process(tmp_path, monkeypatch, data_dir):
     assert b["dense_build_seconds"] > 0 and b["build_peak_rss_mb"] > 0
     bench_scale_corpus._phase_add(d, d / "a.json")
     a = json.loads((d / "a.json").read_text())
-    assert a["add_no_full_rebuild"] and a["add_embedded_texts"] == a["add_parsed_passages"] == 12
+    # the new passages and the windows of the long ones among them: nothing of the old corpus
+    assert a["add_no_full_rebuild"] and a["add_parsed_passages"] == 12
+    assert a["add_embedded_texts"] == 12 + a["add_embedded_windows"]
     assert a["add_entity_rows_unchanged"] and a["add_counts_after"]["passages"] == 72
     assert a["add_counts_after"]["entities"] == a["add_counts_before"]["entities"] + a["add_result"]["entities"]
     assert a["add_reopened_passages"] == 72 and a["add_found_bm25_top1"] == a["add_found_dense_top1"] == 12
@@ -136,7 +138,8 @@ def test_bench_scale_corpus_end_to_end(tmp_path, data_dir, monkeypatch):
         assert k in res, k
     assert res["n_passages"] == 300 and res["n_add"] == 30 and res["queries"] == 10
     assert res["build_throughput_ratio"] == round(res["embed_only_seconds"] / res["build_seconds"], 3)
-    assert res["add_no_full_rebuild"] and res["add_embedded_texts"] == 30 and res["add_parsed_passages"] == 30
+    assert res["add_no_full_rebuild"] and res["add_parsed_passages"] == 30
+    assert res["add_embedded_texts"] == 30 + res["add_embedded_windows"]
     assert res["add_entity_rows_unchanged"] and res["add_counts_after"]["passages"] == 330
     assert res["add_found_dense_top1"] == 30 and res["add_found_bm25_top1"] >= 29  # near-duplicate sources can tie
     assert res["query_passages"] == 330 and res["build_counts"]["entities"] > 300

@@ -131,7 +131,8 @@ KUZU = Dialect(
         "ALTER TABLE Chunk ADD IF NOT EXISTS kg_prow INT64 DEFAULT -1",
         "CREATE NODE TABLE IF NOT EXISTS KgMeta(key STRING, value STRING, PRIMARY KEY(key))",
     ),
-    clear=("MATCH (c:Chunk) DETACH DELETE c", "MATCH (e:Entity) DETACH DELETE e", "MATCH (m:KgMeta) DELETE m"),
+    # the markers first: a clear cut short leaves no graph that reads as loaded (kg.py)
+    clear=("MATCH (m:KgMeta) DELETE m", "MATCH (c:Chunk) DETACH DELETE c", "MATCH (e:Entity) DETACH DELETE e"),
     create_entities=(
         "UNWIND $rows AS r CREATE (:Entity {id: r.id, name: r.name, label: r.label, kg_row: r.row, "
         "kg_desc: r.dsc, kg_aliases: r.aliases, kg_out: r.kout, kg_in: r.kin})"
@@ -156,9 +157,9 @@ def _labelled(name: str, entity_labels: str, setup: tuple[str, ...]) -> Dialect:
         entity="__Entity__",
         setup=setup,
         clear=(
+            "MATCH (m:KgMeta) DELETE m",
             "MATCH (c:Chunk) DETACH DELETE c",
             "MATCH (e:__Entity__) DETACH DELETE e",
-            "MATCH (m:KgMeta) DELETE m",
         ),
         create_entities=(
             f"UNWIND $rows AS r CREATE (:{entity_labels}:{{label}} {{id: r.id, name: r.name, label: r.label, "

@@ -16,6 +16,15 @@ The fetched subgraph keeps the global order: entity rows, triple indices and pas
 stored in the database (``kg_row``, ``kg_ti``, ``kg_prow``) and the subgraph lists them in that
 order with the full relation vocabulary, so every tie-break of the in-memory methods (stable
 sorts over rows and triple indices) is the same as on the whole graph.
+
+A server lost mid-call (killed, restarted) raises one :class:`~..errors.GraphDBServerError`
+naming its URL; the next call reconnects (the driver's pool) after first checking that the
+graph is still there (a server without persistence comes back empty: ``ValueError`` saying to
+load it again, instead of empty answers). A store with a ``server_epoch`` (the FalkorDB adapter:
+a count of server restarts seen on new connections) gets the same check after a restart that
+no call saw. The relation-vocabulary marker is written last by
+:meth:`PropertyGraphKG.load` and deleted first when clearing, so a load cut short reads as no
+graph. docs/reliability.md §9.
 """
 
 from __future__ import annotations
@@ -25,9 +34,12 @@ import logging
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
+from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
+from ..._secrets import redact
+from ..errors import GraphDBServerError
 from ..graph import Direction, KnowledgeGraph, UnknownEntityError
 from .dialects import Dialect, dialect, quote
 
@@ -41,6 +53,37 @@ BATCH = 5000
 COPY_BATCH = 100_000
 #: Ids per read query (``UNWIND $ids``).
 READ_BATCH = 20000
+#: Driver exception class names (anywhere in the cause chain) that mean the server is gone:
+#: redis-py's ``ConnectionError`` / ``TimeoutError``, Neo4j's ``ServiceUnavailable`` /
+#: ``SessionExpired`` (builtin ``ConnectionError`` subclasses count too).
+_LOST_SERVER = frozenset({"ConnectionError", "TimeoutError", "ServiceUnavailable", "SessionExpired"})
+_SERVER_NAMES = {"falkordb": "FalkorDB", "neo4j": "Neo4j", "kuzu": "Kùzu"}
+
+
+def _no_userinfo(url: str) -> str:
+    """``url`` with any ``user:password@`` masked (error messages name the server, not its password)."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2])) if "@" in parts.netloc else url
+
+
+def server_error(exc: BaseException, dialect: str, url: str | None) -> GraphDBServerError | None:
+    """A one-line :class:`GraphDBServerError` when ``exc`` (or what caused it) says the server
+    of ``url`` is unreachable or went away, else None."""
+    chain, seen = [], set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        chain.append(e)
+        e = e.__cause__ or e.__context__
+    if not any(isinstance(x, ConnectionError) or {c.__name__ for c in type(x).__mro__} & _LOST_SERVER for x in chain):
+        return None
+    what = " ".join(redact(exc).split())[:200] or type(exc).__name__  # a driver's message may hold a URL
+    name = _SERVER_NAMES.get(dialect, dialect)
+    where = f"the {name} server at {_no_userinfo(url)}" if url else f"the {name} server"
+    return GraphDBServerError(
+        f"lost {where} ({type(exc).__name__}: {what}); start it again at the same address and retry: the next "
+        "call reconnects by itself (a server without persistence comes back empty: load the graph again)"
+    )
 
 
 @runtime_checkable
@@ -69,13 +112,51 @@ class PropertyGraphKG:
         self._table: KnowledgeGraph | None = None
         #: Statements sent and rows received (for the benchmark and the tests).
         self.stats = {"queries": 0, "rows": 0}
+        #: Set when the server was lost: the next read first checks the graph is still there.
+        self._lost = False
+        self._epoch = getattr(store, "server_epoch", None)
+        #: Called when the server is lost (objects caching reads of this database drop them).
+        self.on_server_lost: list[Any] = []
 
     # ------------------------------------------------------------------ plumbing
     def _run(self, query: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-        rows = self.store.run(query, params or {})
+        if self._lost:
+            self._check_still_loaded()
+        try:
+            rows = self.store.run(query, params or {})
+        except Exception as e:
+            err = server_error(e, self.dialect.name, getattr(self.store, "url", None))
+            if err is None:
+                raise
+            self._server_lost()
+            raise err from e
+        if getattr(self.store, "server_epoch", None) != self._epoch:  # restarted since the last call
+            self._server_lost()
+            self._check_still_loaded()
         self.stats["queries"] += 1
         self.stats["rows"] += len(rows)
         return rows
+
+    def _server_lost(self) -> None:
+        """Forget what was read from the server (and make the next call check the graph)."""
+        self._lost, self._relations, self._table = True, None, None
+        self._epoch = getattr(self.store, "server_epoch", None)
+        for reset in self.on_server_lost:
+            reset()
+
+    def _check_still_loaded(self) -> None:
+        """After a lost server: the graph must still be there (re-read its relation vocabulary)."""
+        self._lost = False
+        rows = self._run(self.dialect.get_meta, {"key": "relations"})
+        if not rows:
+            self._lost = True
+            url = getattr(self.store, "url", None)
+            where = f" at {_no_userinfo(url)}" if url else ""
+            raise ValueError(
+                f"the {self.dialect.name} database{where} holds no kgrag graph any more: its server was "
+                "restarted without its data (no persistence) or a load was cut short; load the graph again with "
+                "PropertyGraphKG.load"
+            )
 
     def _read(self, query: str, ids: Sequence[str]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -104,6 +185,7 @@ class PropertyGraphKG:
         """Write ``graph`` (entities, triples with all their sources, passage links) into the
         database with batched ``UNWIND`` statements; returns counts and seconds."""
         t0 = time.perf_counter()
+        self._lost = False  # (re)loading is what a lost graph needs
         self.setup()
         if clear:
             for stmt in self.dialect.clear:
@@ -153,8 +235,9 @@ class PropertyGraphKG:
         links = graph.link_matrix().tocoo()
         mentions = [{"p": pids[int(c)], "e": ids[int(e)]} for e, c in zip(links.row, links.col)]
         self._bulk(d.create_mentions, mentions, batch)
-        self._run(d.set_meta, {"key": "relations", "value": json.dumps(rels, ensure_ascii=False)})
         self._run(d.set_meta, {"key": "meta", "value": json.dumps(graph.meta, ensure_ascii=False)})
+        # the relation vocabulary last: its presence says the load finished (``relations``)
+        self._run(d.set_meta, {"key": "relations", "value": json.dumps(rels, ensure_ascii=False)})
         self._relations, self._table = list(rels), None
         t3 = time.perf_counter()
         out = {

@@ -55,10 +55,10 @@ _SETUP = {
         "CREATE INDEX kgrag_hyper_hid IF NOT EXISTS FOR (n:KgHyper) ON (n.hid)",
     ),
 }
-_CLEAR = (
+_CLEAR = (  # the marker first: a clear cut short leaves no ParseKG that reads as loaded
+    "MATCH (m:KgMeta {key: 'parsekg'}) DELETE m",
     "MATCH (s:KgSentence) DETACH DELETE s",
     "MATCH (h:KgHyper) DELETE h",
-    "MATCH (m:KgMeta {key: 'parsekg'}) DELETE m",
 )
 _SENTENCE = "s.sid AS sid, s.text AS text, s.pid AS pid, s.hid AS hid"
 
@@ -70,6 +70,7 @@ class PropertyGraphParseKG:
         self.kg = kg
         self._entity = kg.dialect.entity
         self._reset()
+        kg.on_server_lost.append(self._reset)  # a restarted server may hold other data
 
     def _reset(self) -> None:
         self._meta: dict[str, int] | None = None

@@ -8,6 +8,7 @@ import gzip
 import os
 import sys
 import time
+import zlib
 from array import array
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -169,11 +170,13 @@ def _check_file(path: str | os.PathLike[str]) -> Path:
 def _open_bytes(path: Path, progress: bool, desc: str) -> Iterator[tuple[BinaryIO, Any, BinaryIO]]:
     """Open ``path`` (``.gz`` transparently) for binary reading; yields (reader, bar, raw file).
 
-    The bar counts bytes of the file on disk: update it with ``raw.tell()``.
+    The bar counts bytes of the file on disk: update it with ``raw.tell()``. A ``.gz`` file that is
+    not gzip, truncated or corrupt is a :class:`KGFormatError` naming the file.
     """
     raw = open(path, "rb")
+    gz = path.suffix == ".gz"
     try:
-        fh: BinaryIO = gzip.GzipFile(fileobj=raw) if path.suffix == ".gz" else raw  # type: ignore[assignment]
+        fh: BinaryIO = gzip.GzipFile(fileobj=raw) if gz else raw  # type: ignore[assignment]
         with tqdm(
             total=os.path.getsize(path),
             unit="B",
@@ -185,6 +188,13 @@ def _open_bytes(path: Path, progress: bool, desc: str) -> Iterator[tuple[BinaryI
         ) as bar:
             yield fh, bar, raw
             bar.update(max(0, bar.total - bar.n))
+    except (OSError, EOFError, zlib.error) as e:
+        if not gz or isinstance(e, FileNotFoundError):
+            raise
+        raise KGFormatError(
+            f"{path}: not a readable gzip file ({type(e).__name__}: {e}); decompress it or drop the .gz suffix",
+            path=path,
+        ) from None
     finally:
         raw.close()
 

@@ -11,7 +11,15 @@ from langchain_core.runnables import RunnableLambda
 from ...types import Evidence, Fact
 from .common import ROUTES, fact_texts, is_frag, runnable_node
 from .events import emit, emit_trace
-from .state import add_llm_errors, answer_update, documents_to_passages, evidence_to_documents, question_of, with_trace
+from .state import (
+    add_llm_errors,
+    answer_update,
+    documents_to_passages,
+    evidence_to_documents,
+    query_of,
+    question_of,
+    with_trace,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...methods.frag import FRAGRetriever
@@ -34,10 +42,13 @@ def make_frag_node(retriever: FRAGRetriever, route: str | None = None, k: int = 
 
     def args(state: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         chosen = route or (state["route"] if state.get("route") in ROUTES else None)
-        return state.get("query") or question_of(state), {
-            "route": chosen,
-            "topic_entities": state.get("topic_entities"),
-        }
+        q = query_of(state)
+        topics = state.get("topic_entities")
+        if isinstance(topics, str):  # one entity id
+            topics = [topics]
+        if topics is not None and not all(isinstance(t, str) for t in topics):
+            raise ValueError(f"graph state key 'topic_entities' must hold entity id strings, got {topics!r:.200}")
+        return q, {"route": chosen, "topic_entities": topics}
 
     node_name = f"frag_{route}" if route else "frag"
 

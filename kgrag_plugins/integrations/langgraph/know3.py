@@ -23,7 +23,7 @@ from ...methods.know3.verify import KGVerifier
 from .common import runnable_node
 from .events import emit_trace
 from .nodes import make_retrieve_node, retrieve_then_generate
-from .state import KGRAGState, documents_to_passages, question_of, with_trace
+from .state import KGRAGState, documents_to_passages, query_of, question_of, with_trace
 
 if TYPE_CHECKING:  # pragma: no cover
     from langgraph.graph.state import CompiledStateGraph
@@ -114,7 +114,7 @@ def know3_wrap(
         raise ValueError(f"max_turns must be >= 0, got {max_turns}")
 
     def start(state: dict[str, Any]) -> dict[str, Any]:
-        return {"turn": 0, "query": state.get("query") or question_of(state)}
+        return {"turn": 0, "query": query_of(state)}
 
     def enhance(state: dict[str, Any]) -> dict[str, Any]:
         q = verifier.enhance(question_of(state))

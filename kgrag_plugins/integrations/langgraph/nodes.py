@@ -21,6 +21,7 @@ from .state import (
     answer_update,
     context_value,
     evidence_to_documents,
+    query_of,
     question_of,
     state_to_evidence,
     with_trace,
@@ -74,9 +75,6 @@ def make_retrieve_node(
 
     def resolve() -> Any:
         return retriever if retriever is not None else _context_retriever(cache)
-
-    def query_of(state: dict[str, Any]) -> str:
-        return state.get("query") or question_of(state)
 
     def update(state: dict[str, Any], ev: Evidence, r: Any, query: str) -> dict[str, Any]:
         name = getattr(r, "name", "retriever")

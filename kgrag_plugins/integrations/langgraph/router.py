@@ -15,7 +15,7 @@ from .common import check_route, is_frag, runnable_node
 from .events import emit_trace
 from .frag_nodes import make_frag_node
 from .nodes import make_retrieve_node
-from .state import KGRAGState, question_of, with_trace
+from .state import KGRAGState, query_of, with_trace
 
 if TYPE_CHECKING:  # pragma: no cover
     from langgraph.graph.state import CompiledStateGraph
@@ -78,7 +78,7 @@ def make_route_node(classifier: Any = None, *, embedder: Embedder | None = None)
     router = _hop_router(classifier, embedder)
 
     def route(state: dict[str, Any]) -> dict[str, Any]:
-        r, p, by = router(state.get("query") or question_of(state))
+        r, p, by = router(query_of(state))
         r = check_route(r, "the hop classifier")
         emit_trace("router", {"route": {"route": r, "p_complex": p, "by": by}})
         return {"route": r, "trace": with_trace(state, route={"route": r, "p_complex": p, "by": by})}

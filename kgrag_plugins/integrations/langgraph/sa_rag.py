@@ -14,7 +14,7 @@ from ...models.llm import as_llm
 from .common import fact_texts, method_of, runnable_node
 from .events import emit, emit_trace
 from .nodes import make_generate_node
-from .state import KGRAGState, evidence_to_documents, question_of, with_trace
+from .state import KGRAGState, check_state, evidence_to_documents, query_of, question_of, with_trace
 
 if TYPE_CHECKING:  # pragma: no cover
     from langgraph.graph.state import CompiledStateGraph
@@ -38,9 +38,10 @@ def make_sa_retrieve_node(retriever: Any, cot: Any = None, k: int | None = None)
     """
 
     def sa_retrieve(state: dict[str, Any]) -> dict[str, Any]:
+        check_state(state)
         reasoning = state.get("reasoning") or {}
         follow_up = bool(state.get("query")) and cot is not None and reasoning.get("provided_context") is not None
-        query = state["query"] if follow_up else question_of(state)
+        query = query_of(state) if follow_up else question_of(state)
         ev = retriever.acquire(query) if k is None else retriever.retrieve(query, k)
         facts = fact_texts(ev.facts, retriever)  # names filled in (in place) before the context is built
         context = retriever.context(ev)

@@ -22,12 +22,26 @@ logger = logging.getLogger(__name__)
 DocumentLike = Document | str | dict[str, Any]
 
 
+def add_checked_messages(left: Any, right: Any) -> Any:
+    """LangGraph's ``add_messages`` reducer; what it cannot read as messages (``5``, ``[None]``, a
+    dict without ``content``) is a one-line ``ValueError`` naming the key, not LangChain's
+    multi-line ``NotImplementedError``."""
+    try:
+        return add_messages(left, right)
+    except (NotImplementedError, ValueError, TypeError) as e:
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ValueError(
+            "graph state key 'messages' must hold LangChain messages, {'role', 'content'} dicts, "
+            f"(role, content) pairs or strings: {reason}"
+        ) from None
+
+
 class KGRAGState(TypedDict, total=False):
     """Graph state shared by every kgrag graph (all keys optional; start with ``{"question": ...}``
     or ``{"messages": [HumanMessage(...)]}``)."""
 
     question: str
-    messages: Annotated[list[AnyMessage], add_messages]
+    messages: Annotated[list[AnyMessage], add_checked_messages]
     documents: list[DocumentLike]
     facts: list[str]
     generation: str | None
@@ -102,7 +116,11 @@ def documents_to_passages(documents: list[Any] | None) -> list[ScoredPassage]:
             text = d.page_content
         else:
             raise TypeError(f"documents must be LangChain Documents, strings or dicts, got {type(d).__name__}")
-        score = float(meta.pop("score", 0.0) or 0.0)
+        raw_score = meta.pop("score", 0.0) or 0.0
+        try:
+            score = float(raw_score)
+        except (TypeError, ValueError):
+            raise ValueError(f"documents[{i}]: score must be a number, got {raw_score!r}") from None
         title = meta.pop("title", "") or ""
         for key in ("id", "kind", "retriever"):
             meta.pop(key, None)
@@ -155,15 +173,58 @@ def last_human_message(messages: Any) -> str:
     return ""
 
 
+#: State keys the nodes read, and the types each must have when present and not ``None``.
+_KEY_TYPES: dict[str, tuple[type, ...]] = {
+    "trace": (Mapping,),
+    "documents": (list, tuple),
+    "facts": (list, tuple),
+    "answers": (list, tuple),
+    "topic_entities": (list, tuple, str),
+    "sub_questions": (list, tuple),
+    "intermediate_answers": (list, tuple),
+    "retrievals": (int,),
+    "reasoning": (Mapping,),
+}
+
+
+def check_state(state: Any, types: Mapping[str, tuple[type, ...]] = _KEY_TYPES) -> None:
+    """A one-line ``ValueError`` when ``state`` is not a mapping or one of the keys nodes read
+    (``types``, default :data:`_KEY_TYPES`: ``trace`` a dict, ``documents`` / ``facts`` lists, ...)
+    has another type."""
+    if not isinstance(state, Mapping):
+        raise ValueError(f"graph state must be a dict, got {type(state).__name__}")
+    for key, kinds in types.items():
+        value = state.get(key)
+        if value is not None and (not isinstance(value, kinds) or isinstance(value, bool)):
+            names = " or ".join({Mapping: "a dict", int: "an int"}.get(k, f"a {k.__name__}") for k in kinds)
+            raise ValueError(f"graph state key {key!r} must be {names} (or absent), got {type(value).__name__}")
+
+
 def question_of(state: dict[str, Any]) -> str:
-    """``state["question"]``, else the text of the last human message in ``state["messages"]``."""
+    """``state["question"]``, else the text of the last human message in ``state["messages"]``.
+
+    A one-line ``ValueError`` when there is none, when it is over-long or not valid Unicode
+    (:func:`~kgrag_plugins.methods.base.check_query_text`) or the state is malformed (:func:`check_state`)."""
+    from ...methods.base import check_query_text
+
+    check_state(state)
     q = state.get("question")
     if isinstance(q, str) and q.strip():
-        return q
+        return check_query_text(q, "question")
     q = last_human_message(state.get("messages"))
     if q:
-        return q
+        return check_query_text(q, "question")
     raise ValueError("graph state needs a non-empty 'question' or a human message in 'messages'")
+
+
+def query_of(state: dict[str, Any]) -> str:
+    """The text a retrieve step uses: ``state["query"]`` (a follow-up) when it is a non-empty
+    string, else :func:`question_of`."""
+    from ...methods.base import check_query_text
+
+    check_state(state)
+    q = state.get("query")
+    return check_query_text(q, "query") if isinstance(q, str) and q.strip() else question_of(state)
 
 
 def answer_update(state: dict[str, Any], text: str | None, **extra: Any) -> dict[str, Any]:
