@@ -385,7 +385,7 @@ def run_load(args: argparse.Namespace) -> dict[str, Any]:
         mode = "graphs-dev" if graphs_runner else "python"
         reset = _reset_peak_rss()
         if graphs_runner is not None:
-            runner = graphs_runner(args, work, index_dir, questions, pool)
+            runner = graphs_runner(args, work, index_dir, questions, pool, sys.modules[__name__])
         else:
             runner = _run_python(args, index_dir, questions, pool)
         res = asyncio.run(runner)

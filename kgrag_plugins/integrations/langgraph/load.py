@@ -3,7 +3,9 @@
 own index object in this process and the server follows its commits (``graphs/_common.py``:
 :meth:`~kgrag_plugins.index.store.KnowledgeIndex.follow` before each run; ``--pin-generation`` turns
 that off). The core (:mod:`kgrag_plugins.eval.bench_load`) reaches :func:`run_graphs_dev` through the
-adapter hook ``graphs_load_runner`` (:func:`kgrag_plugins.integrations.register_adapters`)."""
+adapter hook ``graphs_load_runner`` (:func:`kgrag_plugins.integrations.register_adapters`) and hands
+it its own module as ``bench`` (the query record, the run clock, the writer, the summary): the
+benchmark sits on a higher floor than this package, so it is passed in, not imported."""
 
 from __future__ import annotations
 
@@ -16,27 +18,30 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ...eval.bench_load import Query, Run, pick_query, sentinel_batches, summarize, writer
 from ...types import Passage
 from .dev_server import REPO, RSSSampler, start_server, stop_server, wait_ready
 
 __all__ = ["graphs_client", "run_graphs_dev"]
 
 
-async def graphs_client(run: Run, client: Any, graph: str, questions: list[str], probe_every: int, out: list) -> None:
+async def graphs_client(
+    bench: Any, run: Any, client: Any, graph: str, questions: list[str], probe_every: int, out: list
+) -> None:
     """One client: runs ``graph`` on the server without pause until ``run.seconds``, appending a
-    :class:`~kgrag_plugins.eval.bench_load.Query` per run to ``out``."""
+    ``bench.Query`` (:mod:`kgrag_plugins.eval.bench_load`) per run to ``out``."""
     n = 0
     while run.now() < run.seconds:
-        kind, text, asked = pick_query(run, n, questions, probe_every)
-        q = Query(run.now(), 0.0, kind, asked=asked)
+        kind, text, asked = bench.pick_query(run, n, questions, probe_every)
+        q = bench.Query(run.now(), 0.0, kind, asked=asked)
         try:
             state = await client.runs.wait(None, graph, input={"question": text})
             if not isinstance(state, dict) or "__error__" in state:
                 err = state.get("__error__") if isinstance(state, dict) else None
                 q.error = f"RunError:{err.get('error', '?') if isinstance(err, dict) else type(state).__name__}"
             else:
-                q.found = sentinel_batches([d.get("id") for d in state.get("documents") or [] if isinstance(d, dict)])
+                q.found = bench.sentinel_batches(
+                    [d.get("id") for d in state.get("documents") or [] if isinstance(d, dict)]
+                )
         except Exception as e:  # HTTP and client errors, counted by type
             q.error, q.detail = type(e).__name__, str(e)[:300]
         q.t_done = run.now()
@@ -45,7 +50,7 @@ async def graphs_client(run: Run, client: Any, graph: str, questions: list[str],
 
 
 async def run_graphs_dev(
-    args: argparse.Namespace, work: Path, index_dir: Path, questions: list[str], pool: list[Passage]
+    args: argparse.Namespace, work: Path, index_dir: Path, questions: list[str], pool: list[Passage], bench: Any
 ) -> dict[str, Any]:
     """The ``--graphs-dev`` run: start the server on ``index_dir``, warm the ``args.method`` graph up,
     then ``args.clients`` clients query while the writer commits; returns the run's summary with a
@@ -72,14 +77,16 @@ async def run_graphs_dev(
         warm = time.perf_counter() - t
         index = KnowledgeIndex.open(index_dir)  # the writer's own object; the server follows its commits
         base = index.revision
-        run, queries, werr = Run(args.seconds, uuid.uuid4().hex[:6]), [], Counter()
-        clients = [graphs_client(run, client, graph, questions, args.probe_every, queries) for _ in range(args.clients)]
-        wtask = asyncio.create_task(writer(run, index, args.write_every, args.batch, pool, werr))
+        run, queries, werr = bench.Run(args.seconds, uuid.uuid4().hex[:6]), [], Counter()
+        clients = [
+            graphs_client(bench, run, client, graph, questions, args.probe_every, queries) for _ in range(args.clients)
+        ]
+        wtask = asyncio.create_task(bench.writer(run, index, args.write_every, args.batch, pool, werr))
         await asyncio.gather(*clients)
         elapsed = run.now()
         run.stop.set()
         await wtask
-        res = summarize(queries, run.commits, elapsed, base, werr)  # staleness: the probes (no revision)
+        res = bench.summarize(queries, run.commits, elapsed, base, werr)  # staleness: the probes (no revision)
         res["server"] = {
             "url": url,
             "graph": graph,
