@@ -8,6 +8,7 @@ Then, for each dataset D, the configuration with the best mean R@5 gain over den
 The in-sample column is the shipped default's gain (the default was chosen on all four).
 A setting that only helps the dataset it was tuned on shows up as a LOO gain below the
 in-sample one; a fold that picks another configuration than the shipped one says so.
+``leave_one_out_r2`` makes the same choice by the mean Recall@2 gain (issue 35: rank for the reader).
 
 Recall is deterministic, so the grid is evaluated with each question's linked entities and
 query vector computed once (``link_question`` and ``embed_query`` are memoised here); the
@@ -59,6 +60,23 @@ GRID: dict[str, dict[str, Any]] = {
     "entity-weight-3": {"entity_weight": 3.0},
     "entity-edges-0.25": {"entity_edge_weight": 0.25},
     "entity-edges-1": {"entity_edge_weight": 1.0},
+    # issue 35 item 1 (rank for the reader: Recall@2)
+    "bm25-mass-0.5": {"bm25_mass": 0.5},
+    "bm25-mass-0.25": {"bm25_mass": 0.25},
+    "bridge-second-0": {"bridge_promote": 0},
+    "bridge-second-0.02": {"bridge_promote": 0.02},
+    "bridge-second-0.05": {"bridge_promote": 0.05},
+    "bridge-second-0.1": {"bridge_promote": 0.1},
+    "bridge-second-always": {"bridge_promote": 2.0},  # cosines differ by at most 2
+    "bm25-mass-0.25-bridge-second-0": {"bm25_mass": 0.25, "bridge_promote": 0},
+    "bm25-mass-0.25-bridge-second-0.05": {"bm25_mass": 0.25, "bridge_promote": 0.05},
+    "bm25-mass-0.25-bridge-second-0.1": {"bm25_mass": 0.25, "bridge_promote": 0.1},
+    # chain check: added after a per-question look at the bridge-second-always swaps on all four sets
+    "chain-second-0.2": {"bridge_promote": 0.2, "chain_check": True},
+    "chain-second-always": {"bridge_promote": 2.0, "chain_check": True},
+    "bm25-mass-0.25-chain-second-0.1": {"bm25_mass": 0.25, "bridge_promote": 0.1, "chain_check": True},
+    "bm25-mass-0.25-chain-second-0.2": {"bm25_mass": 0.25, "bridge_promote": 0.2, "chain_check": True},
+    "bm25-mass-0.25-chain-second-always": {"bm25_mass": 0.25, "bridge_promote": 2.0, "chain_check": True},
 }
 
 log = logging.getLogger("loo_activation")
@@ -110,26 +128,36 @@ def evaluate(dataset: str, configs: dict[str, dict[str, Any]], k: int = 5) -> di
             for kk in (2, 5)
         }
         res["gain@5"] = round(100 * (res["recall@5"] - out["dense"]["recall@5"]), 1)
+        res["gain@2"] = round(100 * (res["recall@2"] - out["dense"]["recall@2"]), 1)
         res["seconds"] = round(time.perf_counter() - t0, 1)
         out["configs"][name] = res
-        log.info("%s %s R@5 %.4f (%+.1f)", dataset, name, res["recall@5"], res["gain@5"])
+        log.info(
+            "%s %s R@2 %.4f (%+.1f) R@5 %.4f (%+.1f)",
+            dataset,
+            name,
+            res["recall@2"],
+            res["gain@2"],
+            res["recall@5"],
+            res["gain@5"],
+        )
     return out
 
 
-def leave_one_out(per_dataset: dict[str, dict[str, Any]], configs: list[str]) -> dict[str, Any]:
-    """For each dataset, the configuration with the best mean R@5 gain on the others (ties: grid order)."""
+def leave_one_out(per_dataset: dict[str, dict[str, Any]], configs: list[str], key: str = "gain@5") -> dict[str, Any]:
+    """For each dataset, the configuration with the best mean ``key`` gain on the others (ties: grid order)."""
     out = {}
     for held in per_dataset:
         others = [d for d in per_dataset if d != held]
 
         def mean_gain(name: str, ds: list[str] = others) -> float:
-            return sum(per_dataset[d]["configs"][name]["gain@5"] for d in ds) / len(ds)
+            return sum(per_dataset[d]["configs"][name][key] for d in ds) / len(ds)
 
         chosen = max(configs, key=lambda n: (round(mean_gain(n), 3), -configs.index(n)))
         out[held] = {
             "chosen": chosen,
             "mean_gain_on_others": round(mean_gain(chosen), 2),
             "gain@5": per_dataset[held]["configs"][chosen]["gain@5"],
+            "gain@2": per_dataset[held]["configs"][chosen]["gain@2"],
         }
     return out
 
@@ -154,12 +182,15 @@ def main(argv: list[str] | None = None) -> int:
         "datasets": per_dataset,
         "in_sample": {d: per_dataset[d]["configs"]["default"]["gain@5"] for d in per_dataset if "default" in configs},
         "leave_one_out": leave_one_out(per_dataset, names) if len(per_dataset) > 1 else {},
+        "leave_one_out_r2": leave_one_out(per_dataset, names, "gain@2") if len(per_dataset) > 1 else {},
     }
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     log.info("wrote %s", args.out)
     for d, r in report["leave_one_out"].items():
         gain = report["in_sample"].get(d, float("nan"))
         log.info("%s: in-sample %+.1f, LOO %+.1f (chose %s)", d, gain, r["gain@5"], r["chosen"])
+    for d, r in report["leave_one_out_r2"].items():
+        log.info("%s: R@2 LOO %+.1f, R@5 %+.1f (chose %s)", d, r["gain@2"], r["gain@5"], r["chosen"])
     return 0
 
 

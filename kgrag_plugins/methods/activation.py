@@ -386,6 +386,14 @@ class ActivationRetriever(Retriever):
     ``fusion="rrf"`` (reciprocal-rank fusion of the activation and dense rankings, k = 60) is
     off: it was lower on every set.
 
+    Two rank-for-the-reader options (issue 35; off by default, measured in the same script):
+    ``bm25_mass`` scales the BM25 group's mass (1 by default; a single BM25 seed otherwise weighs
+    as much as the five dense seeds together), and ``bridge_promote`` (a cosine margin, ``None``:
+    off) moves the first bridge page right after the first passage (place 2, the chain's second
+    hop) when its cosine to the question is at least the second passage's minus the margin;
+    with ``chain_check`` only when place 2 holds no page the question or the first passage names
+    by title and the question does not name the bridge page itself.
+
     Facts are the triples among the most activated entities; the trace lists sources, the top
     activated entities and their values (and ``bridges``, the pages placed by the expansion).
 
@@ -407,6 +415,9 @@ class ActivationRetriever(Retriever):
         entity_edge_weight: float = 0.5,
         bridge: int = 2,
         bm25_seeds: int = DEFAULT_BM25_SEEDS,
+        bm25_mass: float = 1.0,
+        bridge_promote: float | None = None,
+        chain_check: bool = False,
         fusion: str | None = None,
         max_iter: int = 50,
         tol: float = 1e-6,
@@ -423,6 +434,10 @@ class ActivationRetriever(Retriever):
             raise ValueError(f"temperature must be > 0, got {temperature}")
         if bridge < 0 or bm25_seeds < 0:
             raise ValueError(f"bridge and bm25_seeds must be >= 0, got {bridge} and {bm25_seeds}")
+        if bm25_mass < 0:
+            raise ValueError(f"bm25_mass must be >= 0, got {bm25_mass}")
+        if bridge_promote is not None and not bridge_promote >= 0:
+            raise ValueError(f"bridge_promote must be None or a margin >= 0, got {bridge_promote!r}")
         if fusion not in (None, "rrf"):
             raise ValueError(f"fusion must be None or 'rrf', got {fusion!r}")
         self.index = index
@@ -433,6 +448,9 @@ class ActivationRetriever(Retriever):
         self.entity_edge_weight = entity_edge_weight
         self.bridge = bridge
         self.bm25_seeds = bm25_seeds
+        self.bm25_mass = bm25_mass
+        self.bridge_promote = bridge_promote
+        self.chain_check = chain_check
         self.fusion = fusion
         self.max_iter = max_iter
         self.tol = tol
@@ -507,14 +525,15 @@ class ActivationRetriever(Retriever):
             w /= w.sum()
             s[n_e + top] += w
             psg_w = [(int(i), float(x)) for i, x in zip(top, w)]
-        if self.bm25_seeds > 0:  # BM25 top passages, softmax of their scores, mass 1
+        if self.bm25_seeds > 0 and self.bm25_mass > 0:  # BM25 top passages, softmax, mass bm25_mass
             hits = self.index.passages.bm25_search(query, self.bm25_seeds)
             if hits:
                 pos = np.array([self.index.passages.position(p.id) for p, _ in hits])
                 sc = np.array([x for _, x in hits])
                 w = np.exp(sc - sc.max())
-                s[n_e + pos] += w / w.sum()
-                psg_w += [(int(i), float(x)) for i, x in zip(pos, w / w.sum())]
+                w = self.bm25_mass * w / w.sum()
+                s[n_e + pos] += w
+                psg_w += [(int(i), float(x)) for i, x in zip(pos, w)]
         return s, ent_w, psg_w, sims
 
     @property
@@ -587,7 +606,7 @@ class ActivationRetriever(Retriever):
         top = np.argpartition(-psg, n - 1)[:n] if n else np.zeros(0, int)
         top = [int(i) for i in top[np.argsort(-psg[top], kind="stable")] if psg[i] > 0]
         store = self.index.passages
-        top, bridged = self._bridge(top, k, sims)
+        top, bridged = self._bridge(top, k, sims, query)
         passages = []
         for i in top:  # bridged passages keep the order they were placed in (scores non-increasing)
             score = float(psg[i]) if not passages else min(float(psg[i]), passages[-1].score)
@@ -610,7 +629,7 @@ class ActivationRetriever(Retriever):
         facts = self._facts(activated)
         return Evidence(query, passages, facts, trace)
 
-    def _bridge(self, top: list[int], k: int, sims: np.ndarray | None) -> tuple[list[int], list[int]]:
+    def _bridge(self, top: list[int], k: int, sims: np.ndarray | None, query: str = "") -> tuple[list[int], list[int]]:
         """Give the last ``min(bridge, k // 2)`` places of ``top`` to the pages the first passage
         names by title (best cosine first, those not already kept). Returns (ranking, bridged)."""
         slots = min(self.bridge, k // 2)
@@ -623,7 +642,19 @@ class ActivationRetriever(Retriever):
         if not cands:
             return top, []
         rest = [i for i in top if i not in keep and i not in cands]
+        if self._promote(keep, cands[0], named, sims, query):  # the chain's second hop after its first
+            return (keep[:1] + cands[:1] + keep[1:] + cands[1:] + rest)[:k], cands
         return (keep + cands + rest)[:k], cands
+
+    def _promote(self, keep: list[int], cand: int, named: set[int], sims: Any, query: str) -> bool:
+        """Whether bridge page ``cand`` takes place 2 (``bridge_promote``, ``chain_check``)."""
+        margin = self.bridge_promote
+        if margin is None or len(keep) < 2 or float(sims[cand]) < float(sims[keep[1]]) - margin:
+            return False
+        if self.chain_check and self._titles is not None:  # place 2 already holds a hop of the chain
+            in_question = self._titles.named_in(query)
+            return keep[1] not in named and keep[1] not in in_question and cand not in in_question
+        return True
 
     def _facts(self, activated: list[tuple[str, float]]) -> list[Fact]:
         """Triples joining two of the most activated entities, strongest first."""

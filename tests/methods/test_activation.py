@@ -357,3 +357,78 @@ def test_bm25_seeds_and_rrf_fusion_options(sample_mentions_index, sample_questio
         ActivationRetriever(idx, fusion="linear")
     with pytest.raises(ValueError, match="bm25_seeds"):
         ActivationRetriever(idx, bm25_seeds=-1)
+
+
+def test_bridge_promote_puts_the_first_bridge_right_after_the_first_passage(sample_mentions_index, sample_questions):
+    idx = sample_mentions_index
+    base = ActivationRetriever(idx)
+    always, by_cosine = ActivationRetriever(idx, bridge_promote=2.0), ActivationRetriever(idx, bridge_promote=0.0)
+    assert base.bridge_promote is None  # off by default
+    seen = moved = 0
+    for q in sample_questions:
+        ev = base.retrieve(q.question, 5)
+        ids = ev.passage_ids
+        if "bridges" not in ev.trace or len(ids) < 4:
+            assert always.retrieve(q.question, 5).passage_ids == ids
+            continue
+        seen += 1
+        bridged = [b["id"] for b in ev.trace["bridges"]]
+        promoted = [ids[0], bridged[0]] + [i for i in ids[1:] if i != bridged[0]]
+        assert always.retrieve(q.question, 5).passage_ids == promoted  # same five, chain order
+        cos = dict(
+            zip(
+                ids,
+                idx.passages.dense_scores(
+                    idx.embed_query(q.question), np.array([idx.passages.position(i) for i in ids])
+                ),
+            )
+        )
+        expected = promoted if cos[bridged[0]] >= cos[ids[1]] else ids
+        assert by_cosine.retrieve(q.question, 5).passage_ids == expected
+        moved += expected != ids
+    assert seen >= 5 and 0 < moved < seen  # the margin holds some promotions back
+    with pytest.raises(ValueError, match="bridge_promote"):
+        ActivationRetriever(idx, bridge_promote=-0.1)
+
+
+def test_bm25_mass_scales_the_bm25_sources(sample_mentions_index, sample_questions):
+    idx = sample_mentions_index
+    full, light = ActivationRetriever(idx, bridge=0), ActivationRetriever(idx, bridge=0, bm25_mass=0.25)
+    none = ActivationRetriever(idx, bridge=0, bm25_mass=0.0)
+    assert full.bm25_mass == 1.0  # the default
+    lowered = 0
+    for q in sample_questions:
+        top = idx.passages.bm25_search(q.question, 1)[0][0].id
+        ev_full, ev_light = full.retrieve(q.question, 100), light.retrieve(q.question, 100)
+        assert ev_light.trace["passage_seeds"][-1]["weight"] == pytest.approx(0.25, abs=1e-4)
+        s_full = {sp.passage.id: sp.score for sp in ev_full.passages}
+        s_light = {sp.passage.id: sp.score for sp in ev_light.passages}
+        assert ev_light.passage_ids.index(top) >= ev_full.passage_ids.index(top)  # never ranked higher
+        lowered += s_light[top] < s_full[top]
+        no_bm25 = ActivationRetriever(idx, bridge=0, bm25_seeds=0).retrieve(q.question, 5).passage_ids
+        assert none.retrieve(q.question, 5).passage_ids == no_bm25
+    assert lowered >= len(sample_questions) // 2
+    with pytest.raises(ValueError, match="bm25_mass"):
+        ActivationRetriever(idx, bm25_mass=-1)
+
+
+def test_chain_check_keeps_a_chain_hop_in_place_two(sample_mentions_index, sample_questions):
+    idx = sample_mentions_index
+    base, checked = ActivationRetriever(idx), ActivationRetriever(idx, bridge_promote=2.0, chain_check=True)
+    titles = TitleMentions([p.title for p in idx.passages])
+    pos = idx.passages.position
+    seen = kept = 0
+    for q in sample_questions:
+        ev = base.retrieve(q.question, 5)
+        ids, got = ev.passage_ids, checked.retrieve(q.question, 5).passage_ids
+        if "bridges" not in ev.trace or len(ids) < 4:
+            assert got == ids
+            continue
+        seen += 1
+        b0 = ev.trace["bridges"][0]["id"]
+        named = titles.named_in(idx.passages.get(ids[0]).text) - {pos(ids[0])}
+        in_q = titles.named_in(q.question)
+        chain = pos(ids[1]) in named or pos(ids[1]) in in_q or pos(b0) in in_q
+        assert got == (ids if chain else [ids[0], b0] + [i for i in ids[1:] if i != b0])
+        kept += chain
+    assert seen >= 5 and 0 < kept < seen  # some promotions are held back, not all
