@@ -8,7 +8,6 @@ import importlib
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -198,6 +197,8 @@ def test_langgraph_dev_serves_the_graphs(graphs_index, tmp_path):
     shutil.copy2(CONFIG, served_dir / CONFIG.name)
     shutil.copytree(REPO / "graphs", served_dir / "graphs", ignore=shutil.ignore_patterns("__pycache__"))
     checkout_state = _listing(REPO / ".langgraph_api")  # (left by runs before this fix, if any)
+    from kgrag_plugins.integrations.langgraph.dev_server import stop_server
+
     log = (tmp_path / "dev.log").open("wb")
     cmd = [str(exe), "dev", "--host", "127.0.0.1", "--port", str(port), "--no-browser", "--no-reload"]
     proc = subprocess.Popen(cmd, cwd=served_dir, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -229,13 +230,7 @@ def test_langgraph_dev_serves_the_graphs(graphs_index, tmp_path):
         schemas = client.assistants.get_schemas(assistant["assistant_id"])
         assert "question" in schemas["input_schema"]["properties"]
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+        stop_server(proc)
         log.close()
     assert (served_dir / ".langgraph_api").is_dir(), sorted(p.name for p in served_dir.iterdir())
     assert _listing(REPO / ".langgraph_api") == checkout_state, "langgraph dev wrote into the checkout"

@@ -14,8 +14,6 @@ this change open unchanged). The vectors are made by :func:`kgrag_plugins.index.
 from __future__ import annotations
 
 import json
-import os
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -56,10 +54,8 @@ class PassageWindows:
         """Write ``windows.npy`` and ``window_ids.json`` into ``d`` (nothing when empty)."""
         if not len(self):
             return
-        np.save(d / "windows.npy", self.vectors)
-        tmp = d / f".window_ids.{uuid.uuid4().hex[:8]}.tmp"
-        tmp.write_text(json.dumps(self.owners), encoding="utf-8")
-        os.replace(tmp, d / "window_ids.json")
+        np.save(d / "windows.npy", self.vectors)  # into a new generation: live only after the manifest switch
+        (d / "window_ids.json").write_text(json.dumps(self.owners), encoding="utf-8")
 
     @classmethod
     def load(cls, d: Path, dim: int, known: set[str], fix: str) -> "PassageWindows | None":

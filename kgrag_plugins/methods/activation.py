@@ -339,7 +339,10 @@ class _Cosines:
     def __init__(self, store: Any, q: np.ndarray) -> None:
         self._store, self._q = store, q
 
-    def __getitem__(self, i: int) -> float:
+    def __getitem__(self, i: Any) -> Any:
+        """The cosine of row ``i`` (a float), or of rows ``i`` (an array, scored in one call)."""
+        if np.ndim(i):
+            return self._store.dense_scores(self._q, np.asarray(i))
         return float(self._store.dense_scores(self._q, np.array([i]))[0])
 
     def __len__(self) -> int:
@@ -638,7 +641,9 @@ class ActivationRetriever(Retriever):
         first = top[0]
         named = self._titles.named_in(self.index.passages.at(first).text) - {first}
         keep = top[: k - slots]
-        cands = sorted((i for i in named if i not in keep), key=lambda i: (-float(sims[i]), i))[:slots]
+        pool = sorted(i for i in named if i not in keep)
+        score = dict(zip(pool, sims[np.array(pool, dtype=np.int64)].tolist())) if pool else {}  # one lookup
+        cands = sorted(pool, key=lambda i: (-score[i], i))[:slots]
         if not cands:
             return top, []
         rest = [i for i in top if i not in keep and i not in cands]

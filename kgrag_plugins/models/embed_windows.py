@@ -16,9 +16,9 @@ conservative :data:`WORDS_PER_TOKEN` estimate.
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from typing import Any
 
-__all__ = ["FALLBACK_MAX_TOKENS", "WINDOW_OVERLAP", "max_tokens", "token_spans", "window_texts", "windows_for"]
+__all__ = ["FALLBACK_MAX_TOKENS", "WINDOW_OVERLAP", "max_tokens", "token_spans", "window_texts"]
 
 #: The input length assumed for an embedder that does not say (the common 256 of MiniLM/MPNet).
 FALLBACK_MAX_TOKENS = 256
@@ -84,7 +84,3 @@ def window_texts(embedder: Any, title: str | None, text: str) -> list[str]:
         start += stride
     return out
 
-
-def windows_for(embedder: Any, items: Sequence[tuple[str | None, str]]) -> list[list[str]]:
-    """:func:`window_texts` for each ``(title, text)``."""
-    return [window_texts(embedder, title, text) for title, text in items]
