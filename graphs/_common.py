@@ -19,11 +19,7 @@ Nothing is loaded at import time: each module's ``build_graph()`` (sync, for scr
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
-import os
-import shutil
-import tempfile
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -39,43 +35,17 @@ _cache: dict[str, Any] = {}
 
 
 def _sample_dir() -> Path:
-    """Cache directory of the sample index, keyed by the corpus and the package version."""
-    from kgrag_plugins._version import __version__
-    from kgrag_plugins.config import INDEX_FORMAT_VERSION, cache_dir
-    from kgrag_plugins.datasets import bundled_file
+    """Cache directory of the sample index (:func:`kgrag_plugins.datasets.sample_index.sample_index_path`)."""
+    from kgrag_plugins.datasets.sample_index import sample_index_path
 
-    with bundled_file("sample_corpus.jsonl") as p:
-        digest = hashlib.sha256(Path(p).read_bytes()).hexdigest()[:12]
-    key = f"sample-parsekg-v{INDEX_FORMAT_VERSION}-{__version__}-{digest}"
-    return (cache_dir() / "graphs" / key).resolve()
+    return sample_index_path()
 
 
 def _build_sample(target: Path) -> None:
-    """Index the bundled sample into ``target`` (built beside it, then renamed: concurrent
-    processes never see a half-built index; the loser of a race drops its copy)."""
-    from kgrag_plugins.datasets import sample_corpus
-    from kgrag_plugins.index.store import KnowledgeIndex
+    """Index the bundled sample into ``target`` (:func:`kgrag_plugins.datasets.sample_index.build_sample_index`)."""
+    from kgrag_plugins.datasets.sample_index import build_sample_index
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".building-", dir=target.parent))
-    try:
-        log.info("building the sample index (parsekg builder) into %s", target)
-        index = KnowledgeIndex.build(
-            sample_corpus(),
-            tmp / "index",
-            builder="parsekg",
-            entity_vectors=True,
-            settings={"corpus": "kgrag sample"},
-            progress=False,
-        )
-        index.close()
-        try:
-            os.replace(tmp / "index", target)
-        except OSError:
-            if not (target / "manifest.json").exists():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    build_sample_index(target)
 
 
 def index_dir() -> Path:

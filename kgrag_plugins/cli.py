@@ -1,4 +1,4 @@
-"""Command line: ``kgrag demo | bench | index | show-graph | linking | ask | train | serve-llm | models``."""
+"""Command line: ``kgrag demo | bench | index | show-graph | linking | ask | train | serve-llm | models | mcp``."""
 
 from __future__ import annotations
 
@@ -489,6 +489,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .cli_models import add_model_parsers
 
     add_model_parsers(sub)
+
+    from .cli_mcp import add_mcp_parser
+
+    add_mcp_parser(sub)
 
     from .eval.bench_scale import add_parser as add_bench_scale
 

@@ -58,6 +58,7 @@ def test_no_build_folder_and_no_module_over_700_lines():
         ("kgrag_plugins.integrations.langgraph", "langgraph", "langgraph"),
         ("kgrag_plugins.integrations.llama_index", "llama_index", "llama-index"),
         ("kgrag_plugins.integrations.langchain", "langchain_core", "langchain"),
+        ("kgrag_plugins.integrations.mcp", "mcp", "mcp"),
     ],
 )
 def test_an_adapter_without_its_extra_names_the_extra(module, missing, extra):

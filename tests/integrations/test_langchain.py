@@ -120,6 +120,19 @@ def test_ainvoke_is_really_async_and_batch_works(sample_index):
     assert sorted(c[0] for c in spy.calls[1:]) == ["sync", "sync"]
 
 
+def test_k_at_invoke_time_overrides_the_field_for_one_call(sample_index):
+    spy = _SpyRetriever(sample_index)
+    r = KGRAGLangChainRetriever(retriever=spy, k=2)
+    assert len(r.invoke("Where was Marie Curie born?", k=3)) == 3
+    assert len(asyncio.run(r.ainvoke("Where was Marie Curie born?", k=1))) == 1
+    assert len(r.invoke("Where was Marie Curie born?", verbose=False)) == 2  # LangChain's own option passes
+    assert [c[0::2] for c in spy.calls] == [("sync", 3), ("async", 1), ("sync", 2)]
+    with pytest.raises(TypeError, match="top_k"):
+        r.invoke("Where was Marie Curie born?", top_k=3)
+    with pytest.raises(ValueError, match="k must be >= 1"):
+        r.invoke("Where was Marie Curie born?", k=0)
+
+
 def test_concurrent_calls_keep_their_own_evidence(sample_index):
     r = KGRAGLangChainRetriever(retriever=_SpyRetriever(sample_index), k=2)
     questions = [

@@ -61,7 +61,9 @@ def evidence_to_documents(
 class KGRAGLangChainRetriever(BaseRetriever):
     """A kgrag ``Retriever`` (``retrieve(query, k) -> Evidence``) as a LangChain retriever.
 
-    ``k``: passages per query. ``ainvoke`` awaits the method's ``aretrieve``; ``batch`` /
+    ``k``: passages per query; ``invoke(query, k=3)`` overrides it for one call (LangChain's
+    standard-test contract; with ``include_facts=False`` a call returns exactly ``k`` documents when
+    the method finds that many). ``ainvoke`` awaits the method's ``aretrieve``; ``batch`` /
     ``abatch`` come from LangChain's ``Runnable``. :meth:`last_evidence` returns the latest
     ``Evidence`` (with its trace) of the *calling* context (a ``contextvars`` value, never
     shared instance state).
@@ -120,10 +122,20 @@ class KGRAGLangChainRetriever(BaseRetriever):
             score=self.score,
         )
 
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        return self._documents(self.retriever.retrieve(query, self.k))
+    def _k(self, k: int | None, kwargs: dict[str, Any]) -> int:
+        """``k`` given to ``invoke`` / ``ainvoke`` (``retriever.invoke(q, k=3)``), else ``self.k``.
+        LangChain forwards every invoke keyword here; ``verbose`` is its own, anything else raises."""
+        unknown = sorted(set(kwargs) - {"verbose"})
+        if unknown:
+            raise TypeError(f"unexpected keyword argument(s) {unknown} for {type(self).__name__}; invoke takes k=")
+        return self.k if k is None else k
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None, **kwargs: Any
+    ) -> list[Document]:
+        return self._documents(self.retriever.retrieve(query, self._k(k, kwargs)))
 
     async def _aget_relevant_documents(
-        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, k: int | None = None, **kwargs: Any
     ) -> list[Document]:
-        return self._documents(await self.retriever.aretrieve(query, self.k))
+        return self._documents(await self.retriever.aretrieve(query, self._k(k, kwargs)))
