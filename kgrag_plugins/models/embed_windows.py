@@ -83,4 +83,3 @@ def window_texts(embedder: Any, title: str | None, text: str) -> list[str]:
             break
         start += stride
     return out
-
