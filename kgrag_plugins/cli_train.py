@@ -66,6 +66,7 @@ def _tuning_options(args: argparse.Namespace, recipe: str) -> dict[str, Any]:
         "qlora": args.qlora,
         "merge": args.merge,
         "max_steps": args.max_steps,
+        "epochs": args.epochs,
         "learning_rate": args.learning_rate,
         "resume": args.resume,
         "progress": not args.quiet,
@@ -75,12 +76,17 @@ def _tuning_options(args: argparse.Namespace, recipe: str) -> dict[str, Any]:
 
 def _cmd_translator(args: argparse.Namespace) -> int:
     from .train.lora import QLoRAUnavailableError
-    from .train.translator import train_translator
+    from .train.translator import load_sft_data, train_translator
 
     out = _need_out(args)
     try:
+        examples = load_sft_data(args.sft_data) if args.sft_data is not None else None
+    except (OSError, ValueError) as e:
+        print(f"kgrag train translator: error: {e}", file=sys.stderr)
+        return 2
+    try:
         out = train_translator(
-            None,
+            examples,
             args.base_model,
             out,
             data=[d.strip() for d in args.data.split(",") if d.strip()],
@@ -214,6 +220,7 @@ def _fine_tuning(p: argparse.ArgumentParser, recipe: str) -> None:
     )
     p.add_argument("--build-only", action="store_true", help="only build and write the training data")
     p.add_argument("--max-steps", type=int, default=None, help="stop after N optimizer steps (default: one epoch)")
+    p.add_argument("--epochs", type=float, default=None, help="passes over the data (default: the recipe's, 1)")
     p.add_argument("--learning-rate", type=float, default=None, help="default: the recipe's (or the preset's)")
     p.add_argument("--lora", action="store_true", help="train a LoRA adapter instead of all parameters")
     p.add_argument("--lora-r", type=int, default=None, help="LoRA rank (default: the recipe's, 16)")
@@ -265,6 +272,10 @@ def add_train_parser(sub: Any) -> None:
     tr.add_argument("--out", type=Path, default=None, help="output folder (data, adapter or model, report)")
     tr.add_argument("--data", default="musique,2wikimultihopqa", help="SFT sources (App. F.1)")
     tr.add_argument("--limit", type=int, default=None, help="first N questions per source (default: all)")
+    tr.add_argument(
+        "--sft-data", type=Path, default=None,
+        help="train on this JSONL of pairs (a run's OUT/sft_data.jsonl; no data build, no benchmark data needed)",
+    )  # fmt: skip
     _fine_tuning(tr, "translator")
     _data_dir(tr)
     tr.set_defaults(func=_cmd_translator)

@@ -40,6 +40,51 @@ def test_no_preset_passes_only_what_was_given():
     assert dpo["learning_rate"] == PRESETS["generator-dpo"]["cpu"]["learning_rate"] and dpo["lora"] is True
 
 
+def test_epochs_flag_wins_over_the_preset():
+    opts = _options(["train", "translator", "--out", "o", "--preset", "cpu", "--epochs", "3"], "translator")
+    assert opts["epochs"] == 3.0 and opts["lora"] is True
+    dpo = _options(["train", "generator-dpo", "--out", "o", "--epochs", "0.5"], "generator-dpo")
+    assert dpo["epochs"] == 0.5
+
+
+def test_sft_data_file_round_trips_and_bad_lines_are_named(tmp_path):
+    from kgrag_plugins.train.translator import SFTExample, load_sft_data, save_sft_data
+
+    pairs = [
+        SFTExample("q1", "A@@ born in", "Who?", "A", "born in", "B", "w", "p1", "musique:1"),
+        SFTExample("q2", "C@@ capital of", "Where?", "C", "capital of", "D", "w2", "p2"),
+    ]
+    path = save_sft_data(pairs, tmp_path / "sft.jsonl")
+    assert load_sft_data(path) == pairs
+    minimal = tmp_path / "minimal.jsonl"  # only the two fields the trainer reads, plus an unknown one
+    minimal.write_text(json.dumps({"prompt": "p", "completion": "c", "extra": 1}) + "\n\n")
+    (ex,) = load_sft_data(minimal)
+    assert (ex.prompt, ex.completion, ex.head) == ("p", "c", "")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"prompt": "p", "completion": "c"}) + "\n" + json.dumps({"prompt": "p"}) + "\n")
+    with pytest.raises(ValueError, match=r"bad.jsonl:2: an SFT pair needs"):
+        load_sft_data(bad)
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("{not json\n")
+    with pytest.raises(ValueError, match=r"broken.jsonl:1: not JSON"):
+        load_sft_data(broken)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    with pytest.raises(ValueError, match="no SFT pairs"):
+        load_sft_data(empty)
+
+
+def test_cli_sft_data_error_is_one_line(tmp_path, capsys):
+    from kgrag_plugins.cli import main
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("[]\n")
+    assert main(["train", "translator", "--out", str(tmp_path / "o"), "--sft-data", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bad.jsonl:1" in err[0]
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
+
+
 def test_unknown_preset_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown preset 'gpu' for translator; available: cpu"):
         apply_preset("translator", "gpu", {})
