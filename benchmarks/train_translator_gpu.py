@@ -37,7 +37,8 @@ def main() -> None:
     from safetensors.torch import load_file, save_file
 
     from kgrag_plugins.models.local_models import prepare_model
-    from kgrag_plugins.train.translator import load_sft_data, train_translator
+    from kgrag_plugins.train.sft_cache import load_sft_data
+    from kgrag_plugins.train.translator import train_translator
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gguf", required=True, help="SmolLM2's GGUF file (or a known name: smollm2)")

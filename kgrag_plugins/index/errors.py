@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import errno
 
+from ..errors import RetryableError
+
 
 class IndexCorruptError(ValueError):
     """A file of the index directory is damaged; the message names the file/field and the fix."""
@@ -17,12 +19,12 @@ class IndexWriteError(OSError, ValueError):
     """Saving a generation failed for lack of space; the previous generation is untouched."""
 
 
-class ChromaServerError(ConnectionError, ValueError):
+class ChromaServerError(ConnectionError, ValueError, RetryableError):
     """The Chroma server of ``chroma_url`` / ``KGRAG_CHROMA_URL`` cannot be reached; the message
     names the URL (a ``ConnectionError``, and a ``ValueError`` like the other index errors)."""
 
 
-class GraphDBServerError(ConnectionError, ValueError):
+class GraphDBServerError(ConnectionError, ValueError, RetryableError):
     """The graph database server (FalkorDB, Neo4j) of a ``PropertyGraphKG`` was lost mid-call or
     cannot be reached; the message names its URL and says to start it again (the next call
     reconnects by itself). A ``ConnectionError`` and a ``ValueError``, like :class:`ChromaServerError`."""

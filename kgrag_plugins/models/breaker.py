@@ -6,6 +6,7 @@ import threading
 import time
 
 from ..config import DEFAULT_LLM_BREAKER_COOLDOWN, DEFAULT_LLM_BREAKER_FAILURES, env_number
+from ..errors import RetryableError
 
 __all__ = ["CircuitBreaker", "LLMError", "LLMResponseError", "LLMTimeoutError", "LLMUnavailableError"]
 
@@ -14,12 +15,12 @@ class LLMError(RuntimeError):
     """An LLM call failed."""
 
 
-class LLMUnavailableError(LLMError):
-    """The client's circuit breaker is open: the call failed fast without a request."""
+class LLMUnavailableError(LLMError, RetryableError):
+    """The client's circuit breaker is open: the call failed fast without a request (retryable)."""
 
 
-class LLMTimeoutError(LLMError):
-    """The LLM did not answer in time (after all retries)."""
+class LLMTimeoutError(LLMError, RetryableError):
+    """The LLM did not answer in time (after all retries; retryable)."""
 
 
 class LLMResponseError(LLMError):

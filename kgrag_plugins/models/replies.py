@@ -28,7 +28,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from .._secrets import redact
-from .breaker import LLMError
+from ..errors import RetryableError
+from .breaker import LLMError, LLMTimeoutError, LLMUnavailableError
 from .messages import Message
 from .structured import OutputSchema, schema_enabled
 
@@ -65,9 +66,53 @@ class InvalidReply(ValueError):
     """A reply that does not have the shape its prompt asks for (the message says why)."""
 
 
-class RepliesStayedInvalid(LLMError):
+class RepliesStayedInvalid(LLMError, RetryableError):
     """An LLM step whose replies stayed invalid after its retry (raised by steps that signal their
-    fallback with an exception; the LLM itself answered, so this is not an outage)."""
+    fallback with an exception; the LLM itself answered, so this is not an outage). Retryable:
+    sampling the step again may give a valid reply (a ``ValueError`` would not be retried)."""
+
+
+#: Error ``type`` names of a trace entry (:func:`complete_validated`) that mean a timeout / an
+#: unreachable endpoint (ours, the built-ins, httpx's and the OpenAI SDK's).
+_TIMEOUT_TYPES = frozenset(
+    {
+        "LLMTimeoutError",
+        "TimeoutError",
+        "TimeoutException",
+        "ReadTimeout",
+        "ConnectTimeout",
+        "WriteTimeout",
+        "PoolTimeout",
+        "APITimeoutError",
+    }
+)
+_UNAVAILABLE_TYPES = frozenset(
+    {
+        "LLMUnavailableError",
+        "ConnectionError",
+        "ConnectionRefusedError",
+        "ConnectionResetError",
+        "ConnectError",
+        "RemoteProtocolError",
+        "APIConnectionError",
+    }
+)
+
+
+def step_error(entry: dict[str, Any]) -> LLMError:
+    """The exception a failed step's trace entry (``{"step", "kind", "error", "type"?}`` of
+    :func:`complete_validated`) stands for: :class:`RepliesStayedInvalid` for ``invalid_reply``,
+    :class:`~kgrag_plugins.models.breaker.LLMTimeoutError` / ``LLMUnavailableError`` for a call
+    that timed out / could not connect (both retryable), else a plain :class:`LLMError`."""
+    step, error = entry.get("step", "llm"), str(entry.get("error", "no valid reply"))
+    if entry.get("kind") == "invalid_reply":
+        return RepliesStayedInvalid(f"{step}: {error}")
+    kind = entry.get("type")
+    if kind in _TIMEOUT_TYPES:
+        return LLMTimeoutError(error)
+    if kind in _UNAVAILABLE_TYPES:
+        return LLMUnavailableError(error)
+    return LLMError(error)
 
 
 def error_kind(exc: BaseException) -> str:

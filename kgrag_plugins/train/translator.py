@@ -53,7 +53,7 @@ import logging
 import re
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -480,31 +480,6 @@ def save_sft_data(examples: Sequence[SFTExample], path: str | Path) -> Path:
         for ex in examples:
             f.write(json.dumps(ex.to_record(), ensure_ascii=False) + "\n")
     return path
-
-
-def load_sft_data(path: str | Path) -> list[SFTExample]:
-    """The pairs of a JSONL written by :func:`save_sft_data` (a run's ``OUT/sft_data.jsonl``), so a
-    machine without the benchmark data (a GPU box) trains on pairs built elsewhere. A line that is
-    not a JSON object with ``prompt`` and ``completion`` is a ``ValueError`` naming the line."""
-    names = {f.name for f in fields(SFTExample)}
-    out: list[SFTExample] = []
-    with Path(path).open(encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{n}: not JSON ({e.msg})") from None
-            if not isinstance(rec, dict) or not all(
-                isinstance(rec.get(k), str) and rec[k] for k in ("prompt", "completion")
-            ):
-                raise ValueError(f"{path}:{n}: an SFT pair needs non-empty string 'prompt' and 'completion'")
-            kept = {k: str(v) for k, v in rec.items() if k in names}
-            out.append(SFTExample(**{k: kept.get(k, "") for k in names}))
-    if not out:
-        raise ValueError(f"{path}: no SFT pairs")
-    return out
 
 
 # ------------------------------------------------------------------ training

@@ -70,7 +70,7 @@ import numpy as np
 from ...index.store import KnowledgeIndex
 from ...models.llm import LLMError, as_llm
 from ...models.prompting import DataPrompt, clip_text
-from ...models.replies import InvalidReply, RepliesStayedInvalid, check_text, complete_validated, first_line
+from ...models.replies import InvalidReply, check_text, complete_validated, first_line, step_error
 from ...models.structured import OutputSchema
 from ...types import Answer, Evidence, Passage, ScoredPassage, note_fallback
 from ..activation import (
@@ -597,9 +597,7 @@ class KGInfusedRetriever(Retriever):
         out = self._complete(prompt, validate, step, errors, schema=P.PROSE_SCHEMAS.get(step))
         if out is None:
             last = errors[-1] if errors else {"kind": "invalid_reply", "error": "no valid reply"}
-            if last["kind"] == "llm_error":
-                raise LLMError(last["error"])
-            raise RepliesStayedInvalid(f"{step}: {last['error']}")
+            raise step_error({"step": step, **last})  # timeouts / invalid replies stay retryable
         return out
 
     def write_note(self, question: str, passages: Sequence[ScoredPassage | Passage]) -> str | None:

@@ -155,7 +155,9 @@ class SARAGCoT:
         self.max_tokens = max_tokens
 
     # -- single calls
-    def _reason(self, question: str, context: str) -> tuple[dict[str, Any] | None, str | None, str]:
+    def _reason(
+        self, question: str, context: str
+    ) -> tuple[dict[str, Any] | None, str | None, str, dict[str, Any] | None]:
         messages = [
             {"role": "system", "content": REASONING_SYSTEM},
             {"role": "user", "content": QUESTION_PREFIX + question},
@@ -181,15 +183,28 @@ class SARAGCoT:
             )
         except Exception as e:  # noqa: BLE001 - the paper's agent skips the step on any failure
             logger.warning("LLM step 'reasoning' failed, the step is skipped: %s: %s", type(e).__name__, e)
-            return None, f"{type(e).__name__}: {e}", replies[-1] if replies else ""
+            entry = {
+                "step": "reasoning",
+                "kind": "llm_error",
+                "error": f"{type(e).__name__}: {e}",
+                "type": type(e).__name__,
+            }
+            return None, entry["error"], replies[-1] if replies else "", entry
         if parsed is None:
-            return None, errors[-1]["error"], replies[-1] if replies else ""
-        return parsed, None, replies[-1]
+            return None, errors[-1]["error"], replies[-1] if replies else "", errors[-1]
+        return parsed, None, replies[-1], None
 
     def reason_with_error(self, question: str, context: str) -> tuple[dict[str, Any] | None, str | None]:
         """:meth:`reason` plus why it returned ``None`` (call failure or unreadable reply)."""
-        parsed, error, _ = self._reason(question, context)
+        parsed, error, *_ = self._reason(question, context)
         return parsed, error
+
+    def reason_step(self, question: str, context: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """:meth:`reason` plus, when it returned ``None``, the failure's trace entry (``{"step",
+        "kind": "llm_error" | "invalid_reply", "error", "type"?}``; see
+        :func:`~kgrag_plugins.models.replies.step_error` for the exception it stands for)."""
+        parsed, _, _, entry = self._reason(question, context)
+        return parsed, entry
 
     def reason(self, question: str, context: str) -> dict[str, Any] | None:
         """One reasoning call: ``{provided_context, answer_possible (bool), final_answer,
@@ -278,7 +293,7 @@ class SARAGCoT:
         ]
         stop = "max_steps"
         for step in range(1, self.max_steps + 1):
-            parsed, error, _ = self._reason(question, context)
+            parsed, error, *_ = self._reason(question, context)
             record: dict[str, Any] = {"step": step}
             steps.append(record)
             if parsed is None:
