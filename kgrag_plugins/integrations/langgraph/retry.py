@@ -23,7 +23,15 @@ from langgraph.types import RetryPolicy
 
 from ...errors import RetryableError, is_retryable
 
-__all__ = ["DEFAULT", "RetryableError", "default_retry_policy", "resolve_policy", "retry_on", "will_retry"]
+__all__ = [
+    "DEFAULT",
+    "RetryableError",
+    "default_retry_policy",
+    "resolve_policy",
+    "retry_on",
+    "retry_or_fallback",
+    "will_retry",
+]
 
 #: Sentinel default of the graph builders' ``retry_policy=``: :func:`default_retry_policy`.
 DEFAULT: Any = object()
@@ -88,3 +96,15 @@ def will_retry(policy: RetryPolicy | None, exc: BaseException) -> bool:
         return False
     attempt = _attempt()
     return attempt is not None and attempt < policy.max_attempts and _matches(policy, exc)
+
+
+def retry_or_fallback(policy: RetryPolicy | None, exc: BaseException) -> None:
+    """Raise ``exc`` when :func:`will_retry` (after a ``{"event": "retry", "attempt", "max_attempts",
+    "error"}`` custom-stream event), else return: the caller then takes its LLM-free fallback."""
+    if not will_retry(policy, exc):
+        return
+    from .events import emit
+
+    assert policy is not None
+    emit({"event": "retry", "attempt": _attempt(), "max_attempts": policy.max_attempts, "error": type(exc).__name__})
+    raise exc
