@@ -7,7 +7,7 @@ Layout of an index directory::
                              windows.npy + window_ids.json (long passages' windows, :mod:`.windows`)
     DIR/gen-<id>/graph/      KnowledgeGraph files
     DIR/gen-<id>/parsekg/    ParseKG tables (``parsekg`` builder only)
-    DIR/gen-<id>/entity_vectors.npy   (when computed; see ``entity_vectors``)
+    DIR/gen-<id>/entity_vectors.<fp>.npy, triple_vectors.<fp>.npy  (when computed; :mod:`.vector_cache`)
     DIR/llm_cache/           LLM extraction cache (``llm`` builder), kept across builds
 
 Saving writes a complete new generation next to the old one and then atomically replaces
@@ -25,9 +25,9 @@ or garbage collection; writers delete only unleased old generations, and ``open`
 when the generation its manifest named vanished before it could lease it. Damaged files raise
 :class:`IndexCorruptError` naming the file and the fix.
 
-Graph vectors are lazy: entity vectors (``"name: description"``) cost as much as embedding
-the corpus again for a mentions graph (tens of thousands of entities), so they are computed on
-first use (or at build with ``entity_vectors=True``) and then stored in the live generation.
+Graph vectors are lazy: entity (``"name: description"``) and triple vectors cost as much as
+embedding the corpus again for a mentions graph, so they are computed on first use (or at build
+with ``precompute=``) and stored in the live generation, fingerprinted (:mod:`.vector_cache`).
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ from ..adapters import require_hook
 from ..config import INDEX_FORMAT_VERSION
 from ..models.embed import Embedder, as_embedder, default_embedder
 from ..types import Passage
+from . import vector_cache as _vc
 from .builders import run_builder
 from .embedding import embed_passages, entity_text
 from .embedding import entity_vectors as _entity_vectors
@@ -142,6 +143,7 @@ class KnowledgeIndex:
         llm: Any = None,
         parsekg: ParseKG | None = None,
         entity_vectors: bool = False,
+        precompute: Sequence[str] = (),
         settings: dict[str, Any] | None = None,
         progress: bool = True,
         chroma_url: str | None = None,
@@ -157,6 +159,8 @@ class KnowledgeIndex:
                 builds the graph from the passages; otherwise ``graph`` (e.g. an imported
                 curated KG, see :mod:`kgrag_plugins.index.importers`) is attached as is.
             entity_vectors: compute entity vectors now instead of on first use.
+            precompute: vectors to compute and store now rather than on a first query (kinds of
+                :data:`.vector_cache.KINDS`: ``"entities"``, ``"triples"``, ``"translator"``).
             vectors: precomputed passage vectors from this ``embedder`` (rows aligned with
                 ``passages``), e.g. to add a graph to an existing index without re-embedding.
                 Window vectors of long passages come with them in ``windows`` (e.g. another
@@ -211,8 +215,10 @@ class KnowledgeIndex:
                 len(passages.long_ids),
             )
         ent_vecs = _entity_vectors(graph, embedder, progress, timings) if entity_vectors else None
-        return cls._from_built(path, passages, vectors, graph, embedder, builder, build_stats, settings, timings,
-                               ent_vecs, chroma_url, progress, parsekg, windows=windows)  # fmt: skip
+        index = cls._from_built(path, passages, vectors, graph, embedder, builder, build_stats, settings, timings,
+                                ent_vecs, chroma_url, progress, parsekg, windows=windows)  # fmt: skip
+        index.manifest["timings"].update({f"precompute_{k}_s": v for k, v in _vc.precompute(index, precompute).items()})
+        return index
 
     @classmethod
     def _from_built(
@@ -289,7 +295,7 @@ class KnowledgeIndex:
                 if parsekg is not None:
                     parsekg.save(gdir / "parsekg")
                 if ent_vecs is not None:
-                    np.save(gdir / "entity_vectors.npy", ent_vecs)
+                    _vc.save_for(gdir, _vc.ENTITIES, graph, embedder, ent_vecs)
                 if rel_vecs is not None:
                     np.save(gdir / "relation_vectors.npy", rel_vecs)
                 manifest.update(
@@ -400,7 +406,7 @@ class KnowledgeIndex:
         except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
             why = _one_line(e) if str(gdir / "graph") in str(e) else f"{gdir / 'graph'} cannot be read ({_one_line(e)})"
             raise IndexCorruptError(f"{why}; {_FIX}") from None
-        ent = _load_optional(gdir / "entity_vectors.npy", graph.num_entities)
+        ent = _vc.load_for(gdir, _vc.ENTITIES, graph, embedder)
         rel = _load_optional(gdir / "relation_vectors.npy", len(graph.relations))
         try:
             pkg = ParseKG.load(gdir / "parsekg") if (gdir / "parsekg").is_dir() else None
@@ -468,10 +474,7 @@ class KnowledgeIndex:
         """Entity vectors (rows = ``graph.index_of``) of ``"name: description"``; computed on
         first use and stored in the index directory. ``None`` for a graph without entities."""
         if self._entity_vectors is None and self.graph.num_entities:
-            timings: dict[str, float] = {}
-            # progress=None: a bar only for long work (1,000+ texts), not on a user's first query
-            self._entity_vectors = _entity_vectors(self.graph, self.embedder, None, timings)
-            self.save_derived("entity_vectors.npy", self._entity_vectors)
+            self._entity_vectors = _vc.graph_vectors(self, _vc.ENTITIES)  # a bar only for 1,000+ texts
         return self._entity_vectors
 
     @property
@@ -494,14 +497,7 @@ class KnowledgeIndex:
         Computed on first use (a progress bar only for 1,000+ triples) and stored in the index
         directory; ``None`` for a graph without triples."""
         if self._triple_vectors is None and self.graph.num_triples:
-            arr = self.load_derived("triple_vectors.npy", self.graph.num_triples)
-            if arr is not None:
-                self._triple_vectors = arr
-                return arr
-            names = self.graph.names()
-            texts = [t.verbalize(names) for t in self.graph.triples()]
-            self._triple_vectors = np.asarray(self.embedder.embed(texts, progress=None), dtype=np.float32)
-            self.save_derived("triple_vectors.npy", self._triple_vectors)
+            self._triple_vectors = _vc.graph_vectors(self, _vc.TRIPLES)
         return self._triple_vectors
 
     def _gen_dir(self) -> Path | None:
@@ -557,9 +553,6 @@ class KnowledgeIndex:
             raise ValueError(f"passage id(s) already in the index: {clash[:5]}{' ...' if len(clash) > 5 else ''}")
         graph, parsekg = copy.deepcopy(self.graph), copy.deepcopy(self.parsekg)
         before = (graph.num_entities, graph.num_triples)
-        old_texts = (
-            [entity_text(graph, i) for i in range(graph.num_entities)] if self._entity_vectors is not None else []
-        )
         builder = self.manifest.get("builder")
         if builder:
             cache = self.path / "llm_cache" if self.path is not None and builder == "llm" else None
@@ -571,16 +564,9 @@ class KnowledgeIndex:
         vectors = np.concatenate([self.passages.vectors, vecs])
         old = self.passages.windows
         windows = old.concat(new_windows) if old is not None else new_windows
-        ent = self._entity_vectors
-        if ent is not None:
-            # new entities, and old ones whose description changed (e.g. their own passage arrived)
-            rows = [i for i, t in enumerate(old_texts) if entity_text(graph, i) != t]
-            rows += list(range(len(old_texts), graph.num_entities))
-            if rows:
-                fresh = self.embedder.embed([entity_text(graph, i) for i in rows], progress=progress)
-                ent = np.concatenate([ent, np.zeros((graph.num_entities - len(ent), ent.shape[1]), ent.dtype)])
-                ent[rows] = fresh
-        self._replace(all_passages, vectors, graph, parsekg, ent, progress, windows)
+        # entity and triple vectors: new entities, and old ones whose description changed (e.g.
+        # their own passage arrived), are embedded by _replace (vector_cache.carry)
+        self._replace(all_passages, vectors, graph, parsekg, progress, windows)
         return {
             "passages": len(new),
             "entities": graph.num_entities - before[0],
@@ -647,17 +633,18 @@ class KnowledgeIndex:
             parsekg.remove_passages(ids, removal.removed_entities)
         keep = [i for i, p in enumerate(self.passages) if p.id not in gone]
         all_passages = list(self.passages)
-        ent = self._entity_vectors[removal.entity_keep] if self._entity_vectors is not None else None
         kept = [all_passages[i] for i in keep]
         windows = self.passages.windows.select({p.id for p in kept}) if self.passages.windows is not None else None
-        self._replace(kept, self.passages.vectors[keep], graph, parsekg, ent, progress, windows)
+        self._replace(kept, self.passages.vectors[keep], graph, parsekg, progress, windows)
         return {
             "passages": len(ids),
             "entities": before[0] - graph.num_entities,
             "triples": before[1] - graph.num_triples,
         }
 
-    def _replace(self, passages, vectors, graph, parsekg, ent, progress: bool, windows=None) -> None:
+    def _replace(self, passages, vectors, graph, parsekg, progress: bool, windows=None) -> None:
+        carried = _vc.carry(self, graph, progress)  # the old vectors of unchanged texts are reused
+        ent = carried[_vc.ENTITIES]
         manifest = {k: v for k, v in self.manifest.items() if k not in ("generation", "chroma", "counts")}
         manifest["corpus_hash"] = corpus_hash(passages)
         manifest["windows"] = len(windows) if windows is not None else 0
@@ -674,10 +661,12 @@ class KnowledgeIndex:
                 new = self._write_generation(*args, collect=False, reuse=self.passages, windows=windows)
                 new.revision = self.revision + 1
                 self._adopt(new)
+                _vc.keep(self, carried)
                 collect_generations(self.path, self.manifest["generation"], _drop_generation_collection)
             return
         new.revision = self.revision + 1
         self._adopt(new)
+        _vc.keep(self, carried)
 
     def __repr__(self) -> str:
         where = f", path={str(self.path)!r}" if self.path else ""

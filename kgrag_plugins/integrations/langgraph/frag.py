@@ -12,8 +12,9 @@ from ...models.llm import as_llm
 from .common import method_of, same_llm
 from .frag_nodes import frag_generate_node, make_frag_node
 from .nodes import make_generate_node
+from .retry import DEFAULT, resolve_policy
 from .router import make_route_node, route_by_hops
-from .state import KGRAGState
+from .state import KGRAGContext, KGRAGState
 
 if TYPE_CHECKING:  # pragma: no cover
     from langgraph.graph.state import CompiledStateGraph
@@ -29,6 +30,7 @@ def frag_graph(
     llm: Any = None,
     k: int = 5,
     checkpointer: Any = None,
+    retry_policy: Any = DEFAULT,
     **frag_kwargs: Any,
 ) -> CompiledStateGraph:
     """FRAG (docs/methods.md §2, paper ``frag``): ``router -> frag_simple | frag_complex -> [generate]``.
@@ -40,6 +42,9 @@ def frag_graph(
     the router, ``frag_kwargs`` are not allowed and ``llm`` must be its own. ``generate`` (FRAG's
     reasoning prompt over the top paths, first line of the reply) runs only when the retriever has an
     LLM; otherwise ``generation`` stays unset and ``answers`` holds the LLM-free answers.
+    Context settings (:class:`KGRAGContext`): ``k``, ``route`` (forces the branch's pipeline).
+    The FRAG and generate nodes are added with ``retry_policy`` (default
+    :func:`~.retry.default_retry_policy`, ``None``: no retries); the router is LLM-free.
     """
     from ...methods.frag import FRAGRetriever
 
@@ -56,14 +61,15 @@ def frag_graph(
         if llm is not None and not same_llm(frag.llm, llm):
             raise ValueError("frag_graph: pass the LLM to FRAGRetriever(..., llm=...) or build from an index")
     router = frag if built or classifier is None else classifier
-    g = StateGraph(KGRAGState)
+    policy = resolve_policy(retry_policy)
+    g = StateGraph(KGRAGState, context_schema=KGRAGContext)
     g.add_node("router", make_route_node(router, embedder=frag.index.embedder))
-    g.add_node("frag_simple", make_frag_node(frag, "simple", k))
-    g.add_node("frag_complex", make_frag_node(frag, "complex", k))
+    g.add_node("frag_simple", make_frag_node(frag, "simple", k), retry_policy=policy)
+    g.add_node("frag_complex", make_frag_node(frag, "complex", k), retry_policy=policy)
     g.add_edge(START, "router")
     g.add_conditional_edges("router", route_by_hops, {"simple": "frag_simple", "complex": "frag_complex"})
     if frag.llm is not None:
-        g.add_node("generate", make_generate_node(method=frag))
+        g.add_node("generate", make_generate_node(method=frag), retry_policy=policy)
         g.add_edge("frag_simple", "generate")
         g.add_edge("frag_complex", "generate")
         g.add_edge("generate", END)

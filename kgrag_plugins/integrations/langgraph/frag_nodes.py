@@ -4,6 +4,7 @@ that routes between them is :func:`~.frag.frag_graph`."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableLambda
@@ -14,6 +15,7 @@ from .events import emit, emit_trace
 from .state import (
     add_llm_errors,
     answer_update,
+    context_setting,
     documents_to_passages,
     evidence_to_documents,
     query_of,
@@ -34,6 +36,9 @@ def make_frag_node(retriever: FRAGRetriever, route: str | None = None, k: int = 
     (passages linked to path entities; empty for a KG without passages), ``answers`` (LLM-free: end
     entities of the top paths), ``route`` and ``trace["frag"]`` (FRAG's trace: topic entities, sizes,
     timings; ``error`` when no topic entity was found). ``ainvoke`` runs it in a worker thread.
+    Context settings (:class:`~.state.KGRAGContext`): ``k`` overrides ``k``; ``route`` forces a
+    pipeline on a node made with ``route=None``. Emits ``route``, ``paths`` and ``retrieve``
+    (``method``, ``passages``, ``paths``, ``ms``) custom-stream events.
     """
     if route is not None and route not in ROUTES:
         raise ValueError(f"route must be None, 'simple' or 'complex', got {route!r}")
@@ -41,21 +46,32 @@ def make_frag_node(retriever: FRAGRetriever, route: str | None = None, k: int = 
         raise TypeError(f"make_frag_node needs a FRAGRetriever, got {type(retriever).__name__}")
 
     def args(state: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        chosen = route or (state["route"] if state.get("route") in ROUTES else None)
+        chosen = route or context_setting("route", None) or (state["route"] if state.get("route") in ROUTES else None)
         q = query_of(state)
         topics = state.get("topic_entities")
         if isinstance(topics, str):  # one entity id
             topics = [topics]
         if topics is not None and not all(isinstance(t, str) for t in topics):
             raise ValueError(f"graph state key 'topic_entities' must hold entity id strings, got {topics!r:.200}")
-        return q, {"route": chosen, "topic_entities": topics}
+        return q, {"route": chosen, "topic_entities": topics, "k": context_setting("k", k)}
 
     node_name = f"frag_{route}" if route else "frag"
 
-    def update(state: dict[str, Any], ev: Evidence) -> dict[str, Any]:
+    def update(state: dict[str, Any], ev: Evidence, t0: float) -> dict[str, Any]:
         facts = fact_texts(ev.facts, retriever)
         emit_trace(node_name, {"route": ev.trace.get("route")})
         emit({"event": "paths", "node": node_name, "paths": facts, "answers": list(ev.trace.get("answers") or [])})
+        ms = round((time.perf_counter() - t0) * 1000, 1)
+        emit(
+            {
+                "event": "retrieve",
+                "node": node_name,
+                "method": retriever.name,
+                "passages": len(ev.passages),
+                "paths": len(facts),
+                "ms": ms,
+            }
+        )
         return {
             "documents": evidence_to_documents(ev, retriever=retriever.name),
             "facts": facts,
@@ -66,11 +82,13 @@ def make_frag_node(retriever: FRAGRetriever, route: str | None = None, k: int = 
 
     def frag(state: dict[str, Any]) -> dict[str, Any]:
         q, kw = args(state)
-        return update(state, retriever.evidence(q, k, **kw))
+        t0 = time.perf_counter()
+        return update(state, retriever.evidence(q, kw.pop("k"), **kw), t0)
 
     async def afrag(state: dict[str, Any]) -> dict[str, Any]:
         q, kw = args(state)
-        return update(state, await asyncio.to_thread(retriever.evidence, q, k, **kw))
+        t0 = time.perf_counter()
+        return update(state, await asyncio.to_thread(retriever.evidence, q, kw.pop("k"), **kw), t0)
 
     return runnable_node(node_name, frag, afrag)
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableLambda
@@ -13,7 +14,17 @@ from ...models.llm import as_llm
 from .common import fact_texts, method_of, runnable_node, same_llm
 from .events import emit_trace
 from .nodes import make_generate_node
-from .state import KGRAGState, documents_to_passages, evidence_to_documents, llm_error_trace, question_of, with_trace
+from .retry import DEFAULT, resolve_policy, retry_or_fallback
+from .state import (
+    KGRAGContext,
+    KGRAGState,
+    context_setting,
+    documents_to_passages,
+    evidence_to_documents,
+    llm_error_trace,
+    question_of,
+    with_trace,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from langgraph.graph.state import CompiledStateGraph
@@ -88,17 +99,21 @@ def make_query_expansion_node(retriever: Any) -> RunnableLambda:
 
 
 def make_dual_retrieve_node(retriever: Any, k_each: int | None = None) -> RunnableLambda:
-    """KG-Infused RAG dual retrieval: ``k_each`` (default ``retriever.k_passages``, 3) passages for
-    the question + ``k_each`` new ones for ``expanded_query``; writes ``documents``."""
+    """KG-Infused RAG dual retrieval: ``k_each`` (the context setting ``k_each``, else this argument,
+    else ``retriever.k_passages``, 3) passages for the question + ``k_each`` new ones for
+    ``expanded_query``; writes ``documents``."""
 
     def dual(state: dict[str, Any]) -> dict[str, Any]:
-        q = question_of(state)
-        n = k_each if k_each is not None else getattr(retriever, "k_passages", 3)
+        q, t0 = question_of(state), time.perf_counter()
+        n = context_setting("k_each", k_each if k_each is not None else getattr(retriever, "k_passages", 3))
         passages = retriever.dual_retrieve(q, state.get("expanded_query") or q, k_each=n)
         emit_trace(
             "retrieve",
             None,
             event="retrieve",
+            method=getattr(retriever, "name", "kg_infused"),
+            passages=len(passages),
+            ms=round((time.perf_counter() - t0) * 1000, 1),
             query=q,
             expanded_query=state.get("expanded_query") or q,
             documents=[sp.passage.id for sp in passages],
@@ -109,24 +124,32 @@ def make_dual_retrieve_node(retriever: Any, k_each: int | None = None) -> Runnab
     return runnable_node("retrieve", dual)
 
 
-def make_note_node(retriever: Any) -> RunnableLambda:
+def make_note_node(retriever: Any, *, retry_policy: Any = None) -> RunnableLambda:
     """KG-Infused RAG passage note over ``documents`` (``write_note``): writes ``note`` (``None``
-    without an LLM, or after an LLM error, which goes to ``trace["llm_error"]``)."""
+    without an LLM, or after an LLM error, which goes to ``trace["llm_error"]``). ``retry_policy``:
+    the policy the node is added with; a retryable error is raised while it has attempts left
+    (see :func:`~.nodes.make_generate_node`)."""
     from ...models.llm import LLMError
+
+    policy = resolve_policy(retry_policy)
 
     def note(state: dict[str, Any]) -> dict[str, Any]:
         try:
             return {"note": retriever.write_note(question_of(state), documents_to_passages(state.get("documents")))}
         except LLMError as exc:
+            retry_or_fallback(policy, exc)
             return {"note": None, "trace": llm_error_trace(state, "write_note", exc)}
 
     return runnable_node("write_note", note)
 
 
-def make_augment_node(retriever: Any) -> RunnableLambda:
+def make_augment_node(retriever: Any, *, retry_policy: Any = None) -> RunnableLambda:
     """KG-guided knowledge augmentation (``augment``): rewrites ``note`` with ``summary``. The plain
-    note goes to ``trace["passage_note"]`` and is kept when augmentation returns ``None`` or fails."""
+    note goes to ``trace["passage_note"]`` and is kept when augmentation returns ``None`` or fails
+    (after the attempts of ``retry_policy``, as :func:`make_note_node`)."""
     from ...models.llm import LLMError
+
+    policy = resolve_policy(retry_policy)
 
     def augment(state: dict[str, Any]) -> dict[str, Any]:
         note = state.get("note")
@@ -135,6 +158,7 @@ def make_augment_node(retriever: Any) -> RunnableLambda:
         try:
             augmented = retriever.augment(question_of(state), note, state.get("summary") or "")
         except LLMError as exc:
+            retry_or_fallback(policy, exc)
             return {"trace": llm_error_trace(state, "augment", exc)}
         return {"note": augmented if augmented is not None else note, "trace": with_trace(state, passage_note=note)}
 
@@ -142,15 +166,24 @@ def make_augment_node(retriever: Any) -> RunnableLambda:
 
 
 def kg_infused_graph(
-    retriever_or_index: Any, llm: Any = None, *, k_each: int | None = None, checkpointer: Any = None, **kw: Any
+    retriever_or_index: Any,
+    llm: Any = None,
+    *,
+    k_each: int | None = None,
+    checkpointer: Any = None,
+    retry_policy: Any = DEFAULT,
+    **kw: Any,
 ) -> CompiledStateGraph:
     """KG-Infused RAG: ``activate -> expand_query -> retrieve -> [write_note -> augment -> generate]``.
 
     From an index, builds ``KGInfusedRetriever(index, llm=llm, **kw)``. With a retriever, its own
     ``llm`` is used (passing a different ``llm`` is an error). The note/augment/generate steps
-    run only when there is an LLM; otherwise the graph ends after dual retrieval.
+    run only when there is an LLM; otherwise the graph ends after dual retrieval. ``k_each`` is the
+    default of the context setting ``k_each``; every node is added with ``retry_policy`` (default
+    :func:`~.retry.default_retry_policy`, ``None``: no retries).
     """
     llm = as_llm(llm)
+    policy = resolve_policy(retry_policy)
 
     def build(index: KnowledgeIndex) -> Any:
         from ...methods.kg_infused import KGInfusedRetriever
@@ -160,7 +193,7 @@ def kg_infused_graph(
     kgi = method_of(retriever_or_index, build)
     if llm is not None and not same_llm(getattr(kgi, "llm", None), llm):
         raise ValueError("kg_infused_graph: pass the LLM to KGInfusedRetriever(..., llm=...) or build from an index")
-    g = StateGraph(KGRAGState)
+    g = StateGraph(KGRAGState, context_schema=KGRAGContext)
     steps = [
         ("activate", make_activation_node(kgi)),
         ("expand_query", make_query_expansion_node(kgi)),
@@ -168,13 +201,13 @@ def kg_infused_graph(
     ]
     if getattr(kgi, "llm", None) is not None:
         steps += [
-            ("write_note", make_note_node(kgi)),
-            ("augment", make_augment_node(kgi)),
+            ("write_note", make_note_node(kgi, retry_policy=policy)),
+            ("augment", make_augment_node(kgi, retry_policy=policy)),
             ("generate", make_generate_node(method=kgi)),
         ]
     prev = START
     for name, node in steps:
-        g.add_node(name, node)
+        g.add_node(name, node, retry_policy=policy)
         g.add_edge(prev, name)
         prev = name
     g.add_edge(prev, END)

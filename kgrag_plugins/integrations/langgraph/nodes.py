@@ -4,21 +4,26 @@ nodes and graphs with."""
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableLambda
 from langgraph.graph import END, START, StateGraph
 
 from ...models.llm import as_llm
+from ...models.replies import step_error
 from ...types import Evidence
 from .common import is_frag, runnable_node
-from .events import emit_trace
+from .events import emit, emit_trace
 from .frag_nodes import frag_generate_node
 from .prompt import prompt_builder
+from .retry import DEFAULT, resolve_policy, retry_or_fallback
 from .state import (
+    KGRAGContext,
     KGRAGState,
     add_llm_errors,
     answer_update,
+    context_setting,
     context_value,
     evidence_to_documents,
     query_of,
@@ -68,15 +73,18 @@ def make_retrieve_node(
     ``retriever=None``: taken at run time from the graph's context (``context={"retriever": r}``,
     or ``{"index": index}`` for an ``ActivationRetriever``; see :class:`KGRAGContext`).
     ``as_text=True`` writes ``documents`` as ``list[str]`` (the tutorials' state) instead of
-    ``Document`` s. Emits ``stream_mode="custom"`` events (``retrieve``, then the trace's
-    ``seeds`` / ``activation_round`` / ``clues`` ...; :mod:`.events`). ``ainvoke`` awaits ``aretrieve``.
+    ``Document`` s. ``k`` is the default of the graph's context setting ``k`` (:class:`KGRAGContext`:
+    ``invoke(..., context={"k": 2})``). Emits ``stream_mode="custom"`` events (``retrieve`` with
+    ``method``, ``passages``, ``ms``, then the trace's ``seeds`` / ``activation_round`` / ``clues``
+    ...; :mod:`.events`). ``ainvoke`` awaits ``aretrieve``. Add it with a retry policy
+    (:func:`~.retry.default_retry_policy`): an index or graph-database outage is retryable.
     """
     cache: dict[int, Any] = {}
 
     def resolve() -> Any:
         return retriever if retriever is not None else _context_retriever(cache)
 
-    def update(state: dict[str, Any], ev: Evidence, r: Any, query: str) -> dict[str, Any]:
+    def update(state: dict[str, Any], ev: Evidence, r: Any, query: str, t0: float) -> dict[str, Any]:
         name = getattr(r, "name", "retriever")
         docs = evidence_to_documents(ev, retriever=name)
         emit_trace(
@@ -85,6 +93,9 @@ def make_retrieve_node(
             event="retrieve",
             query=query,
             retriever=name,
+            method=name,
+            passages=len(docs),
+            ms=round((time.perf_counter() - t0) * 1000, 1),
             documents=[d.id for d in docs],
             scores=[round(float(sp.score), 6) for sp in ev.passages],
             facts=len(ev.facts),
@@ -96,12 +107,12 @@ def make_retrieve_node(
         }
 
     def retrieve(state: dict[str, Any]) -> dict[str, Any]:
-        r, q = resolve(), query_of(state)
-        return update(state, r.retrieve(q, k), r, q)
+        r, q, n, t0 = resolve(), query_of(state), context_setting("k", k), time.perf_counter()
+        return update(state, r.retrieve(q, n), r, q, t0)
 
     async def aretrieve(state: dict[str, Any]) -> dict[str, Any]:
-        r, q = resolve(), query_of(state)
-        return update(state, await r.aretrieve(q, k), r, q)
+        r, q, n, t0 = resolve(), query_of(state), context_setting("k", k), time.perf_counter()
+        return update(state, await r.aretrieve(q, n), r, q, t0)
 
     return runnable_node(node_name, retrieve, aretrieve)
 
@@ -114,6 +125,7 @@ def make_generate_node(
     prompt: Any = None,
     whole: bool = True,
     max_tokens: int | None = None,
+    retry_policy: Any = None,
 ) -> RunnableLambda:
     """Answer generation, written to ``generation`` (and, when the state has ``messages``,
     appended to them as an ``AIMessage``).
@@ -132,6 +144,13 @@ def make_generate_node(
     evidence, note=state["note"])``), an ``SARAGCoT`` (``final_answer(question, state["context"])``)
     or a ``FRAGRetriever`` (FRAG's reasoning prompt over the paths in ``facts``, first line of the
     reply; LLM-free or after an LLM error, which goes to ``trace["llm_error"]``: the first of ``answers``).
+
+    ``retry_policy`` (``llm=`` generation): the ``RetryPolicy`` this node is added with. While the
+    running attempt is not its last, a retryable failure (timeout, open breaker, a reply that
+    stayed invalid after the step's own retry: :class:`~kgrag_plugins.models.replies.RepliesStayedInvalid`)
+    is raised so LangGraph runs the node again; the fallback above comes on the last attempt.
+    ``None`` (default for a node made on its own): fall back at once. Emits a ``generate`` event
+    (``ms``, ``fallback``) for ``stream_mode="custom"``.
     """
     if llm is not None and method is not None:
         raise ValueError("make_generate_node takes at most one of llm= or method=")
@@ -144,6 +163,7 @@ def make_generate_node(
 
     build = prompt_builder(prompt)
     model = as_llm(llm)
+    policy = resolve_policy(retry_policy)
 
     def generate(state: dict[str, Any]) -> dict[str, Any]:
         q = question_of(state)
@@ -151,15 +171,20 @@ def make_generate_node(
         if m is None:
             answers = state.get("answers") or []
             return answer_update(state, str(answers[0]) if answers else None)
-        ev = state_to_evidence(state)
+        ev, t0 = state_to_evidence(state), time.perf_counter()
         messages = build(q, ev, max_passages, state.get("messages")) if build is not None else None
         ans = generate_answer(
             m, q, ev, max_passages=max_passages, whole=whole, max_tokens=max_tokens, messages=messages
         )
+        errors = ans.metadata.get("llm_error") or []
+        if ans.metadata.get("fallback") and errors:
+            retry_or_fallback(policy, step_error(errors[-1]))
+        ms = round((time.perf_counter() - t0) * 1000, 1)
+        emit({"event": "generate", "node": "generate", "ms": ms, "fallback": bool(ans.metadata.get("fallback"))})
         if ans.metadata.get("fallback"):  # logged at WARNING; the LLM-free answer, never the reply
             answers = state.get("answers") or []
             text = ans.text or (str(answers[0]) if answers else "")
-            return answer_update(state, text, trace=add_llm_errors(state, ans.metadata.get("llm_error") or []))
+            return answer_update(state, text, trace=add_llm_errors(state, errors))
         return answer_update(state, ans.text)
 
     return runnable_node("generate", generate)
@@ -187,15 +212,19 @@ def _method_generate_node(method: Any) -> RunnableLambda:
 
 
 def retrieve_then_generate(
-    retrieve_node: Any, llm: Any, *, node: str, name: str, checkpointer: Any = None
+    retrieve_node: Any, llm: Any, *, node: str, name: str, checkpointer: Any = None, retry_policy: Any = DEFAULT
 ) -> CompiledStateGraph:
     """``node -> [generate]``: a retrieval node, then the house answer prompt when ``llm`` is given
-    (the reply's first line, at most 64 tokens: the method graphs answer like the benchmarks)."""
-    g = StateGraph(KGRAGState)
-    g.add_node(node, retrieve_node)
+    (the reply's first line, at most 64 tokens: the method graphs answer like the benchmarks).
+    Both nodes are added with ``retry_policy`` (default :func:`~.retry.default_retry_policy`);
+    the context schema is :class:`KGRAGContext`."""
+    policy = resolve_policy(retry_policy)
+    g = StateGraph(KGRAGState, context_schema=KGRAGContext)
+    g.add_node(node, retrieve_node, retry_policy=policy)
     g.add_edge(START, node)
     if llm is not None:
-        g.add_node("generate", make_generate_node(llm, whole=False, max_tokens=64))
+        gen = make_generate_node(llm, whole=False, max_tokens=64, retry_policy=policy)
+        g.add_node("generate", gen, retry_policy=policy)
         g.add_edge(node, "generate")
         g.add_edge("generate", END)
     else:

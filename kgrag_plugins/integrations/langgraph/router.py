@@ -15,7 +15,8 @@ from .common import check_route, is_frag, runnable_node
 from .events import emit_trace
 from .frag_nodes import make_frag_node
 from .nodes import make_retrieve_node
-from .state import KGRAGState, query_of, with_trace
+from .retry import DEFAULT, resolve_policy
+from .state import KGRAGContext, KGRAGState, context_setting, query_of, with_trace
 
 if TYPE_CHECKING:  # pragma: no cover
     from langgraph.graph.state import CompiledStateGraph
@@ -74,11 +75,13 @@ def make_route_node(classifier: Any = None, *, embedder: Embedder | None = None)
     :func:`~kgrag_plugins.methods.frag.heuristic_route`. ``by`` is ``"classifier"``, ``"heuristic"``
     or ``"mode"``. The route is always recomputed from ``state["query"]`` or ``state["question"]``
     (a ``route`` already in the state is overwritten), so a checkpointed thread re-routes each question.
+    The context setting ``route`` (:class:`KGRAGContext`) forces the route (``by="context"``).
     """
     router = _hop_router(classifier, embedder)
 
     def route(state: dict[str, Any]) -> dict[str, Any]:
-        r, p, by = router(query_of(state))
+        forced = context_setting("route", None)
+        r, p, by = (forced, None, "context") if forced else router(query_of(state))
         r = check_route(r, "the hop classifier")
         emit_trace("router", {"route": {"route": r, "p_complex": p, "by": by}})
         return {"route": r, "trace": with_trace(state, route={"route": r, "p_complex": p, "by": by})}
@@ -107,7 +110,13 @@ def _branch(node: Any, route: str, k: int) -> Any:
 
 
 def make_hop_router(
-    simple: Any, complex: Any, *, classifier: Any = None, k: int = 5, checkpointer: Any = None
+    simple: Any,
+    complex: Any,
+    *,
+    classifier: Any = None,
+    k: int = 5,
+    checkpointer: Any = None,
+    retry_policy: Any = DEFAULT,
 ) -> CompiledStateGraph:
     """FRAG's hop-aware routing (docs/methods.md §2, paper ``frag``) in front of any two branches:
     ``START -> router -> simple | complex -> END``.
@@ -118,12 +127,15 @@ def make_hop_router(
     :func:`make_frag_node` forced to that branch's pipeline), a LangChain ``Runnable`` or compiled
     LangGraph graph (added as a subgraph node as is; shared state keys flow both ways), or a plain
     callable node ``state -> dict``. (The router node is not called ``route``: older LangGraph
-    releases reject a node named like a state key.)
+    releases reject a node named like a state key.) Both branches are added with ``retry_policy``
+    (default :func:`~.retry.default_retry_policy`, ``None``: no retries); context settings: ``k``
+    (kgrag branches), ``route``.
     """
-    g = StateGraph(KGRAGState)
+    policy = resolve_policy(retry_policy)
+    g = StateGraph(KGRAGState, context_schema=KGRAGContext)
     g.add_node("router", make_route_node(classifier))
-    g.add_node("simple", _branch(simple, "simple", k))
-    g.add_node("complex", _branch(complex, "complex", k))
+    g.add_node("simple", _branch(simple, "simple", k), retry_policy=policy)
+    g.add_node("complex", _branch(complex, "complex", k), retry_policy=policy)
     g.add_edge(START, "router")
     g.add_conditional_edges("router", route_by_hops, {"simple": "simple", "complex": "complex"})
     g.add_edge("simple", END)

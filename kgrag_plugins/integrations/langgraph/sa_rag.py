@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -11,10 +12,21 @@ from langchain_core.runnables import RunnableLambda
 from langgraph.graph import END, START, StateGraph
 
 from ...models.llm import as_llm
+from ...models.replies import step_error
 from .common import fact_texts, method_of, runnable_node
 from .events import emit, emit_trace
 from .nodes import make_generate_node
-from .state import KGRAGState, check_state, evidence_to_documents, query_of, question_of, with_trace
+from .retry import DEFAULT, resolve_policy, retry_or_fallback
+from .state import (
+    KGRAGContext,
+    KGRAGState,
+    check_state,
+    context_setting,
+    evidence_to_documents,
+    query_of,
+    question_of,
+    with_trace,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from langgraph.graph.state import CompiledStateGraph
@@ -34,7 +46,7 @@ def make_sa_retrieve_node(retriever: Any, cot: Any = None, k: int | None = None)
     documents/facts accumulate and ``query`` is consumed (reset to ``None``). Otherwise it is a fresh
     run for ``question``: ``steps`` / ``reasoning`` / the SA trace lists are reset (so a checkpointed
     thread can ask a new question). ``k=None`` uses the method's uncapped ``acquire``; an int caps
-    the passages via ``retrieve``.
+    the passages via ``retrieve`` (the context setting ``k``, when given, overrides ``k``).
     """
 
     def sa_retrieve(state: dict[str, Any]) -> dict[str, Any]:
@@ -42,7 +54,8 @@ def make_sa_retrieve_node(retriever: Any, cot: Any = None, k: int | None = None)
         reasoning = state.get("reasoning") or {}
         follow_up = bool(state.get("query")) and cot is not None and reasoning.get("provided_context") is not None
         query = query_of(state) if follow_up else question_of(state)
-        ev = retriever.acquire(query) if k is None else retriever.retrieve(query, k)
+        n, t0 = context_setting("k", k), time.perf_counter()
+        ev = retriever.acquire(query) if n is None else retriever.retrieve(query, n)
         facts = fact_texts(ev.facts, retriever)  # names filled in (in place) before the context is built
         context = retriever.context(ev)
         docs = evidence_to_documents(ev, retriever=getattr(retriever, "name", ""))
@@ -51,6 +64,9 @@ def make_sa_retrieve_node(retriever: Any, cot: Any = None, k: int | None = None)
             "retrieve",
             ev.trace,
             event="retrieve",
+            method=getattr(retriever, "name", "sa_rag"),
+            passages=len(ev.passages),
+            ms=round((time.perf_counter() - t0) * 1000, 1),
             query=query,
             follow_up=follow_up,
             documents=[sp.passage.id for sp in ev.passages],
@@ -72,14 +88,22 @@ def make_sa_retrieve_node(retriever: Any, cot: Any = None, k: int | None = None)
     return runnable_node("retrieve", sa_retrieve)
 
 
-def make_sa_reason_node(cot: Any) -> RunnableLambda:
+def make_sa_reason_node(cot: Any, *, retry_policy: Any = None) -> RunnableLambda:
     """One SA-RAG CoT reasoning step over ``context``: writes ``reasoning`` (``None`` when the call
     failed), ``steps`` (+1), ``query`` (the follow-up question) and appends to ``trace["reasoning"]``
-    (``{"error": why}`` for a failed step)."""
+    (``{"error": why}`` for a failed step).
+
+    The reply is JSON; one that stays unreadable after the CoT's own retry is a retryable
+    :class:`~kgrag_plugins.models.replies.RepliesStayedInvalid` (a timeout: ``LLMTimeoutError``),
+    raised while ``retry_policy`` (the policy the node is added with) has attempts left; on the last
+    attempt, or with ``None``, the step is recorded as failed as above."""
+    policy = resolve_policy(retry_policy)
 
     def reason(state: dict[str, Any]) -> dict[str, Any]:
-        out, error = cot.reason_with_error(question_of(state), state.get("context") or "")
-        entry = out if out is not None else {"error": error}
+        out, failure = cot.reason_step(question_of(state), state.get("context") or "")
+        if failure is not None:
+            retry_or_fallback(policy, step_error(failure))
+        entry = out if out is not None else {"error": (failure or {}).get("error")}
         emit({"event": "reasoning", "node": "reason", **entry})
         update: dict[str, Any] = {
             "reasoning": out,
@@ -95,12 +119,13 @@ def make_sa_reason_node(cot: Any) -> RunnableLambda:
 
 def sa_route_after_reason(max_steps: int, *, done: str = "generate") -> Callable[[dict[str, Any]], str]:
     """Router after ``reason``: ``done`` when answerable (or no follow-up, or a failed call at the
-    step cap), ``"reason"`` again after a failed call, ``"retrieve"`` for a follow-up question."""
+    step cap), ``"reason"`` again after a failed call, ``"retrieve"`` for a follow-up question.
+    The context setting ``max_steps`` overrides ``max_steps``."""
 
     def route(state: dict[str, Any]) -> str:
         out = state.get("reasoning")
         if out is None:
-            return "reason" if int(state.get("steps") or 0) < max_steps else done
+            return "reason" if int(state.get("steps") or 0) < context_setting("max_steps", max_steps) else done
         if out.get("answer_possible") or not out.get("additional_question"):
             return done
         return "retrieve"
@@ -109,10 +134,11 @@ def sa_route_after_reason(max_steps: int, *, done: str = "generate") -> Callable
 
 
 def sa_route_after_retrieve(max_steps: int, *, done: str = "generate") -> Callable[[dict[str, Any]], str]:
-    """Router after ``retrieve``: ``"reason"`` while fewer than ``max_steps`` reasoning steps ran."""
+    """Router after ``retrieve``: ``"reason"`` while fewer than ``max_steps`` (the context setting
+    ``max_steps``, else this argument) reasoning steps ran."""
 
     def route(state: dict[str, Any]) -> str:
-        return "reason" if int(state.get("steps") or 0) < max_steps else done
+        return "reason" if int(state.get("steps") or 0) < context_setting("max_steps", max_steps) else done
 
     return route
 
@@ -124,6 +150,7 @@ def sa_rag_graph(
     max_steps: int | None = None,
     k: int | None = None,
     checkpointer: Any = None,
+    retry_policy: Any = DEFAULT,
     **kw: Any,
 ) -> CompiledStateGraph:
     """SA-RAG (+ CoT): ``retrieve -> [reason <-> retrieve -> generate]``.
@@ -131,14 +158,17 @@ def sa_rag_graph(
     From an index, builds ``SARAGRetriever(index, **kw)``; ``llm`` may also be a ready ``SARAGCoT``.
     With an LLM the CoT loop runs at most ``max_steps`` reasoning steps (default: the CoT's
     ``max_steps``, 3), retrieving again for each follow-up question, then answers from the merged
-    context. Without one the graph ends after retrieval.
+    context. Without one the graph ends after retrieval. Context settings: ``k``, ``max_steps``
+    (:class:`KGRAGContext`). Every node is added with ``retry_policy`` (default
+    :func:`~.retry.default_retry_policy`, ``None``: no retries).
     """
     from ...methods.sa_rag import SARAGCoT, SARAGRetriever
 
+    policy = resolve_policy(retry_policy)
     retriever = method_of(retriever_or_index, lambda index: SARAGRetriever(index, **kw))
-    g = StateGraph(KGRAGState)
+    g = StateGraph(KGRAGState, context_schema=KGRAGContext)
     if llm is None:
-        g.add_node("retrieve", make_sa_retrieve_node(retriever, k=k))
+        g.add_node("retrieve", make_sa_retrieve_node(retriever, k=k), retry_policy=policy)
         g.add_edge(START, "retrieve")
         g.add_edge("retrieve", END)
         return g.compile(checkpointer=checkpointer, name="sa_rag")
@@ -147,9 +177,9 @@ def sa_rag_graph(
     else:
         cot = SARAGCoT(retriever, as_llm(llm), **({} if max_steps is None else {"max_steps": max_steps}))
     steps = max_steps if max_steps is not None else cot.max_steps
-    g.add_node("retrieve", make_sa_retrieve_node(retriever, cot, k=k))
-    g.add_node("reason", make_sa_reason_node(cot))
-    g.add_node("generate", make_generate_node(method=cot))
+    g.add_node("retrieve", make_sa_retrieve_node(retriever, cot, k=k), retry_policy=policy)
+    g.add_node("reason", make_sa_reason_node(cot, retry_policy=policy), retry_policy=policy)
+    g.add_node("generate", make_generate_node(method=cot), retry_policy=policy)
     g.add_edge(START, "retrieve")
     g.add_conditional_edges("retrieve", sa_route_after_retrieve(steps), ["reason", "generate"])
     g.add_conditional_edges("reason", sa_route_after_reason(steps), ["reason", "retrieve", "generate"])

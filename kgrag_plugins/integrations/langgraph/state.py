@@ -63,13 +63,20 @@ class KGRAGState(TypedDict, total=False):
 
 
 class KGRAGContext(TypedDict, total=False):
-    """Run-time handles for ``StateGraph(State, context_schema=KGRAGContext)`` and
-    ``graph.invoke(state, context={...})``: a node made without a handle (``make_retrieve_node()``,
-    ``make_generate_node()``) reads it from ``Runtime.context``. A closure-given handle wins."""
+    """Run-time handles and settings for ``StateGraph(State, context_schema=KGRAGContext)`` (every
+    prebuilt graph of this package uses it) and ``graph.invoke(state, context={...})``.
+
+    Handles: a node made without one (``make_retrieve_node()``, ``make_generate_node()``) reads it
+    from ``Runtime.context``; a closure-given handle wins. Settings: per-run values that override
+    what the graph was built with (absent or ``None``: the builder's argument)."""
 
     index: Any  # a KnowledgeIndex: the retrieve node builds an ActivationRetriever over it
     retriever: Any  # any kgrag Retriever
     llm: Any  # ours, a LangChain chat model or a LlamaIndex LLM
+    k: int  # passages per retrieve / translate / FRAG node (and SA-RAG's cap when it has one)
+    k_each: int  # KG-Infused RAG: passages per query of the dual retrieval
+    max_steps: int  # SA-RAG: most CoT reasoning steps (the loop's cap; the CoT's own max_steps when absent)
+    route: str  # FRAG: "simple" | "complex" forces that pipeline (the router's choice is overridden)
 
 
 def _small_metadata(data: dict[str, Any]) -> dict[str, Any]:
@@ -254,6 +261,22 @@ def context_value(name: str) -> Any:
     if isinstance(ctx, Mapping):
         return ctx.get(name)
     return getattr(ctx, name, None)
+
+
+def context_setting(name: str, default: Any) -> Any:
+    """A run-time setting of :class:`KGRAGContext` (``k``, ``k_each``, ``max_steps``: an int >= 1;
+    ``route``: ``"simple"`` | ``"complex"``), else ``default`` (outside a graph run, no context, or
+    the key absent / ``None``). A one-line ``ValueError`` for a malformed value."""
+    value = context_value(name)
+    if value is None:
+        return default
+    if name == "route":
+        if value not in ("simple", "complex"):
+            raise ValueError(f"context 'route' must be 'simple' or 'complex', got {value!r:.80}")
+        return value
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"context {name!r} must be an int >= 1, got {value!r:.80}")
+    return value
 
 
 # --------------------------------------------------------------------------- trace

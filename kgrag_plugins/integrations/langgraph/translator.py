@@ -10,6 +10,7 @@ from ...index.store import KnowledgeIndex
 from ...models.llm import as_llm
 from .common import method_of
 from .nodes import make_retrieve_node, retrieve_then_generate
+from .retry import DEFAULT
 
 if TYPE_CHECKING:  # pragma: no cover
     from langgraph.graph.state import CompiledStateGraph
@@ -35,7 +36,13 @@ def make_translator_node(retriever: Retriever, k: int = 5) -> RunnableLambda:
 
 
 def translator_graph(
-    index_or_retriever: Any, llm: Any = None, *, k: int = 5, checkpointer: Any = None, **opts: Any
+    index_or_retriever: Any,
+    llm: Any = None,
+    *,
+    k: int = 5,
+    checkpointer: Any = None,
+    retry_policy: Any = DEFAULT,
+    **opts: Any,
 ) -> CompiledStateGraph:
     """KG-Translator: ``translate`` (:func:`make_translator_node`) ``-> [generate]``.
 
@@ -44,7 +51,9 @@ def translator_graph(
     then also drives the prompt-❸ decomposition. With a ready ``TranslatorRetriever`` ``opts`` are
     not allowed and ``llm`` only answers. ``generate`` (the house answer prompt over ``documents``
     + ``facts``) runs only with ``llm``. Add the compiled graph as a subgraph node, or as a branch
-    of :func:`~kgrag_plugins.integrations.langgraph.make_hop_router`.
+    of :func:`~kgrag_plugins.integrations.langgraph.make_hop_router`. ``k`` is the default of the
+    context setting ``k``; both nodes are added with ``retry_policy`` (default
+    :func:`~.retry.default_retry_policy`, ``None``: no retries).
     """
     llm = as_llm(llm) if llm is not None else None
 
@@ -57,4 +66,6 @@ def translator_graph(
         raise ValueError(f"translator_graph: pass {sorted(opts)} to TranslatorRetriever(...) or build from an index")
     retriever = method_of(index_or_retriever, build)
     node = make_translator_node(retriever, k)
-    return retrieve_then_generate(node, llm, node="translate", name="translator", checkpointer=checkpointer)
+    return retrieve_then_generate(
+        node, llm, node="translate", name="translator", checkpointer=checkpointer, retry_policy=retry_policy
+    )

@@ -1,0 +1,301 @@
+"""Derived text vectors kept in the live index generation, fingerprinted (issue 36 item 4).
+
+SA-RAG and KG-Infused RAG read a vector per triple (``index.triple_vectors``), SA-RAG, FRAG and
+activation a vector per entity (``index.entity_vectors``), KG-Translator one per relation window
+and per head-entity name. On a 5k-passage graph that is tens of thousands of texts (MuSiQue:
+81,018 triples, 23,388 entities), minutes of MiniLM on a CPU: too slow for a first query. They
+are therefore computed once -- at build (``KnowledgeIndex.build(precompute=...)``,
+``kgrag index --precompute``), with :func:`precompute` on an existing index, or on first use --
+and stored in the live generation as ``<name>.<fingerprint>.npy`` (float32, one row per text)
+with a ``.json`` report beside it (rows, embedding seconds). The fingerprint is a SHA-256 of the
+embedder's name and dimension and of every text in row order; being part of the file name, it is
+published with the vectors by one ``os.replace``, and vectors whose texts (or embedder) changed are
+never found: they are recomputed. The arrays are caches: a read-only directory keeps them in memory
+(DEBUG log) and a damaged file is recomputed with a WARNING (the pattern of
+``manifest.load_optional``; primary data such as ``windows.npy`` raise ``IndexCorruptError``
+instead). A file from before fingerprints (``<name>.npy``) is used when its row count fits, as
+before: it was written into the generation whose graph it describes.
+
+An update (``add_passages`` / ``delete_passages``) writes a new generation; the entity and triple
+vectors of the old one are carried over by text (:func:`carry`, :func:`keep`): unchanged texts keep
+their rows, new or changed ones are embedded, so an update pays only for its own texts. Other
+cached vectors (KG-Translator's) are not carried: the new generation computes them on first use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import json
+import logging
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .manifest import one_line
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "KINDS",
+    "cached",
+    "carry",
+    "entity_texts",
+    "fingerprint",
+    "load",
+    "precompute",
+    "save",
+    "stored",
+    "triple_texts",
+]
+
+ENTITIES, TRIPLES = "entity_vectors.npy", "triple_vectors.npy"
+#: What :func:`precompute` can compute: index entity and triple vectors, KG-Translator's
+#: relation-window and head-entity name vectors (ParseKG indexes).
+KINDS = ("entities", "triples", "translator")
+_READ_ONLY = {errno.EACCES, errno.EPERM, errno.EROFS}
+
+
+def fingerprint(embedder: Any, texts: Sequence[str]) -> str:
+    """SHA-256 (24 hex chars) of the embedder's name and dim and of ``texts`` in order."""
+    h = hashlib.sha256(f"{getattr(embedder, 'name', '?')}\x1f{int(getattr(embedder, 'dim', 0) or 0)}\x1e".encode())
+    for t in texts:
+        h.update(t.encode("utf-8", "surrogatepass"))
+        h.update(b"\x1e")
+    return h.hexdigest()[:24]
+
+
+def file_for(path: Path, fp: str) -> Path:
+    """Where vectors of fingerprint ``fp`` are stored for ``path`` (``triple_vectors.npy`` ->
+    ``triple_vectors.<fp>.npy``): the name is the key, so one ``os.replace`` publishes them."""
+    return path.with_name(f"{path.name.removesuffix('.npy')}.{fp}.npy")
+
+
+def info_path(vectors: Path) -> Path:
+    return vectors.with_name(vectors.name.removesuffix(".npy") + ".json")
+
+
+def load(path: Path | None, fp: str, rows: int) -> np.ndarray | None:
+    """The vectors stored for ``path`` under fingerprint ``fp`` (``rows`` long), else None: absent
+    or stale (other texts: another file name) or damaged (a WARNING; the caller recomputes). A
+    legacy file (``path`` itself, written before fingerprints) is used when ``rows`` long."""
+    if path is None:
+        return None
+    target = file_for(path, fp)
+    if not target.is_file():
+        if not path.is_file():
+            return None
+        target = path
+        log.debug("%s has no fingerprint (written before them); used as it has %d rows", path, rows)
+    try:
+        arr = np.load(target, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:
+        log.warning("ignoring damaged %s (%s); the vectors will be recomputed", target, one_line(e))
+        return None
+    if arr.ndim != 2 or len(arr) != rows or not np.issubdtype(arr.dtype, np.floating):
+        log.warning("ignoring %s: shape %s for %d texts; the vectors will be recomputed", target, arr.shape, rows)
+        return None
+    return np.asarray(arr, dtype=np.float32)
+
+
+def save(
+    path: Path | None,
+    arr: np.ndarray,
+    fp: str,
+    embedder: Any = None,
+    seconds: float | None = None,
+    *,
+    strict: bool = False,
+) -> bool:
+    """Store ``arr`` as the vectors of fingerprint ``fp`` for ``path`` (temporary name, then
+    ``os.replace``: readers see all or nothing) with a small ``.json`` report (rows, seconds);
+    files of other fingerprints for ``path`` are removed. False when not stored: no path (an
+    unsaved index), a read-only directory (DEBUG) or another failure (WARNING; raised with
+    ``strict``: a build's write must fail on a full disk)."""
+    if path is None or not path.parent.is_dir():
+        return False
+    target = file_for(path, fp)
+    tmp = path.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp.npy")
+    info = {
+        "fingerprint": fp,
+        "rows": int(len(arr)),
+        "embedder": getattr(embedder, "name", None),
+        "seconds": round(seconds, 3) if seconds is not None else None,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    try:
+        np.save(tmp, np.asarray(arr, dtype=np.float32))
+        os.replace(tmp, target)
+    except OSError as e:  # a cache only: the vectors stay in memory
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        if strict:
+            raise
+        level = logging.DEBUG if e.errno in _READ_ONLY else logging.WARNING
+        log.log(level, "could not store %s in %s (%s); kept in memory only", target.name, path.parent, one_line(e))
+        return False
+    with contextlib.suppress(OSError):  # the report and the clean-up are best effort
+        _atomic_text(info_path(target), json.dumps(info))
+        stem = path.name.removesuffix(".npy")
+        for old in [path, *path.parent.glob(f"{stem}.*.npy")]:
+            if old != target and old.name.removeprefix(stem + ".").count(".") <= 1:
+                old.unlink(missing_ok=True)
+                info_path(old).unlink(missing_ok=True)
+    return True
+
+
+def _atomic_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _embed(embedder: Any, texts: Sequence[str], progress: bool | None) -> np.ndarray:
+    if not texts:
+        return np.zeros((0, int(embedder.dim)), dtype=np.float32)
+    return np.asarray(embedder.embed(list(texts), progress=progress), dtype=np.float32)
+
+
+def cached(
+    index: Any, name: str, texts: Sequence[str], *, progress: bool | None = None, what: str | None = None
+) -> np.ndarray:
+    """Vectors of ``texts`` (rows in order): stored in ``index``'s live generation as ``name``
+    when the fingerprint matches, else embedded now and stored there (best effort)."""
+    fp = fingerprint(index.embedder, texts)
+    where = getattr(index, "derived_path", None)
+    path = where(name) if callable(where) else None
+    arr = load(path, fp, len(texts))
+    if arr is not None:
+        return arr
+    t0 = time.perf_counter()
+    arr = _embed(index.embedder, texts, progress)
+    seconds = time.perf_counter() - t0
+    if path is not None and len(texts):
+        save(path, arr, fp, index.embedder, seconds)
+    log.info(
+        "%s: embedded %d texts in %.1f s%s",
+        what or name,
+        len(texts),
+        seconds,
+        f" (stored in {path.parent})" if path else "",
+    )
+    return arr
+
+
+# ----------------------------------------------------------------- the index's entity / triple vectors
+def entity_texts(graph: Any) -> list[str]:
+    """``"name: description"`` per entity row (SA-RAG's description embedding text)."""
+    from .embedding import entity_text
+
+    return [entity_text(graph, i) for i in range(graph.num_entities)]
+
+
+def triple_texts(graph: Any) -> list[str]:
+    """Every triple verbalised ``"head relation tail"`` with entity names (rows = triple index)."""
+    names = graph.names()
+    return [t.verbalize(names) for t in graph.triples()]
+
+
+def _texts_of(kind: str) -> Callable[[Any], list[str]]:
+    return entity_texts if kind == ENTITIES else triple_texts
+
+
+def load_for(gdir: Path, name: str, graph: Any, embedder: Any) -> np.ndarray | None:
+    """Stored entity (``ENTITIES``) or triple (``TRIPLES``) vectors of ``graph`` in ``gdir`` (None
+    when absent or stale)."""
+    if not any(gdir.glob(name.removesuffix(".npy") + "*.npy")):
+        return None  # nothing stored: skip making the texts
+    texts = _texts_of(name)(graph)
+    return load(gdir / name, fingerprint(embedder, texts), len(texts))
+
+
+def save_for(gdir: Path, name: str, graph: Any, embedder: Any, arr: np.ndarray) -> None:
+    """Store entity or triple vectors of ``graph`` into the (new) generation ``gdir``; raises on
+    failure (a build's write: disk full must fail the build)."""
+    save(gdir / name, arr, fingerprint(embedder, _texts_of(name)(graph)), embedder, strict=True)
+
+
+def graph_vectors(index: Any, name: str, progress: bool | None = None) -> np.ndarray:
+    """``index``'s entity or triple vectors: stored ones when current, else embedded and stored."""
+    what = "entity vectors" if name == ENTITIES else "triple vectors"
+    return cached(index, name, _texts_of(name)(index.graph), progress=progress, what=what)
+
+
+def carry(index: Any, graph: Any, progress: bool | None) -> dict[str, np.ndarray | None]:
+    """Before ``index`` is replaced by an update with ``graph``: the entity and triple vectors of
+    ``graph`` built from ``index``'s (in memory, or stored in its generation): rows whose text is
+    unchanged are copied, the others embedded. None for a kind ``index`` has not computed."""
+    out: dict[str, np.ndarray | None] = {}
+    for name, attr in ((ENTITIES, "_entity_vectors"), (TRIPLES, "_triple_vectors")):
+        old = getattr(index, attr, None)
+        gdir = index._gen_dir() if hasattr(index, "_gen_dir") else None
+        if old is None and gdir is not None:
+            old = load_for(gdir, name, index.graph, index.embedder)
+        if old is None:
+            out[name] = None
+            continue
+        texts = _texts_of(name)(index.graph)
+        row = {t: i for i, t in enumerate(texts)} if len(texts) == len(old) else {}
+        new = _texts_of(name)(graph)
+        arr = np.zeros((len(new), old.shape[1]), dtype=np.float32)
+        miss = []
+        for i, t in enumerate(new):
+            j = row.get(t)
+            if j is None:
+                miss.append(i)
+            else:
+                arr[i] = old[j]
+        if miss:
+            arr[miss] = _embed(index.embedder, [new[i] for i in miss], progress)
+        log.debug("%s: %d rows carried over, %d embedded", name, len(new) - len(miss), len(miss))
+        out[name] = arr
+    return out
+
+
+def keep(index: Any, carried: dict[str, np.ndarray | None]) -> None:
+    """After the update's generation is live: hold the carried triple vectors in ``index`` and store
+    them there (the entity vectors were written with the generation)."""
+    tri = carried.get(TRIPLES)
+    if tri is not None and index.graph.num_triples == len(tri):
+        index._triple_vectors = tri
+        where = index.derived_path(TRIPLES) if index.path is not None else None
+        save(where, tri, fingerprint(index.embedder, triple_texts(index.graph)), index.embedder)
+
+
+def stored(gdir: Path) -> dict[str, dict[str, Any]]:
+    """What a generation holds of these vectors: file name -> rows, seconds, bytes (a report)."""
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted(gdir.glob("*.npy")):
+        info: dict[str, Any] = {}
+        with contextlib.suppress(OSError, ValueError):
+            info = json.loads(info_path(path).read_text(encoding="utf-8"))
+        out[path.name] = {"rows": info.get("rows"), "seconds": info.get("seconds"), "bytes": path.stat().st_size}
+    return out
+
+
+def precompute(index: Any, kinds: Sequence[str], *, progress: bool | None = None) -> dict[str, float]:
+    """Compute (or check) the vectors ``kinds`` (of :data:`KINDS`) of ``index`` now and store them
+    in its generation, so the first query after ``open`` embeds nothing. Returns seconds per kind."""
+    bad = [k for k in kinds if k not in KINDS]
+    if bad:
+        raise ValueError(f"unknown precompute kind(s) {bad}; choose from {', '.join(KINDS)}")
+    seconds: dict[str, float] = {}
+    for kind in dict.fromkeys(kinds):
+        t0 = time.perf_counter()
+        if kind == "entities" and index.graph.num_entities:
+            index._entity_vectors = graph_vectors(index, ENTITIES, progress)
+        elif kind == "triples" and index.graph.num_triples:
+            index._triple_vectors = graph_vectors(index, TRIPLES, progress)
+        elif kind == "translator" and getattr(index, "parsekg", None) is not None:
+            from ..methods.translator.entities import EntityTranslator
+            from ..methods.translator.relations import RelationTranslator
+
+            RelationTranslator(index).ensure()
+            EntityTranslator(index).prepare()
+        seconds[kind] = time.perf_counter() - t0
+    return seconds
