@@ -291,8 +291,8 @@ def add_train_parser(sub: Any) -> None:
     g.add_argument(
         "--llm",
         default=None,
-        help="the generator writing the KA candidates: URL (OpenAI-compatible), vllm:PATH, local:MODEL or "
-        "scripted (default: $KGRAG_LLM_BASE_URL)",
+        help="the generator writing the KA candidates: URL (OpenAI-compatible), vllm:PATH, local:MODEL, "
+        "ollama:MODEL[@URL], litellm:MODEL or scripted (default: $KGRAG_LLM_BASE_URL)",
     )
     g.add_argument("--llm-model", default=None, help="model name at the --llm URL")
     g.add_argument(

@@ -9,6 +9,10 @@ scripted LLM (:mod:`.scripted`). See docs/qa.md.
   this package: it lives in its own virtualenv. The full vLLM backend is a later issue.
 * ``local:MODEL`` -> :class:`~kgrag_plugins.models.local_llm.TransformersLLM`, the model in-process
   (``local:smollm2``, a model folder or a ``.gguf`` file; no server).
+* ``ollama:MODEL[@URL]`` -> :class:`~kgrag_plugins.models.ollama.OllamaLLM` on Ollama's native
+  ``/api/chat`` (``ollama:smollm2:135m``; default URL ``OLLAMA_HOST`` or http://127.0.0.1:11434).
+* ``litellm:MODEL`` -> :class:`~kgrag_plugins.models.litellm_llm.LiteLLMLLM` (``litellm`` installed
+  by the user; ``litellm:ollama_chat/smollm2:135m``, ``litellm:openai/gpt-4o-mini``).
 * ``scripted`` -> :class:`~kgrag_plugins.eval.scripted.ScriptedQALLM` (plumbing numbers only).
 
 ``vllm:`` and ``local:`` take a known model name (``smollm2``), converted once by
@@ -34,7 +38,8 @@ logger = logging.getLogger(__name__)
 NO_LLM_MESSAGE = (
     "--qa needs an LLM: give --llm URL (an OpenAI-compatible endpoint, e.g. http://localhost:8000/v1, "
     "with --llm-model or KGRAG_LLM_MODEL), --llm vllm:PATH (start `vllm serve PATH`; vLLM lives in its "
-    "own venv, see docs/qa.md), --llm local:MODEL (in-process transformers, e.g. local:smollm2) or "
+    "own venv, see docs/qa.md), --llm local:MODEL (in-process transformers, e.g. local:smollm2), "
+    "--llm ollama:MODEL[@URL] (an Ollama server, e.g. ollama:smollm2:135m), --llm litellm:MODEL (via LiteLLM) or "
     "--llm scripted (a deterministic offline LLM: plumbing numbers, not quality); or set KGRAG_LLM_BASE_URL"
 )
 
@@ -95,6 +100,23 @@ def resolve_llm(
         if not ref:
             raise ValueError("--llm local:MODEL needs a model name (smollm2), folder or .gguf file after 'local:'")
         return TransformersLLM(ref, **opts), f"local:{ref} (transformers, in-process)", nothing
+    if spec.startswith("ollama:"):
+        from ..models.ollama import OllamaLLM, parse_ollama_spec
+
+        name, url = parse_ollama_spec(spec)
+        llm = OllamaLLM(name, url, **opts)
+        return llm, f"ollama:{name} at {mask_url(llm.base_url)}", llm.close
+    if spec.startswith("litellm:"):
+        from ..models.litellm_llm import LiteLLMLLM
+
+        name = spec[len("litellm:") :].strip()
+        if not name:
+            raise ValueError("--llm litellm:MODEL needs a LiteLLM model string, e.g. litellm:ollama_chat/smollm2:135m")
+        try:
+            lite = LiteLLMLLM(name, **opts)
+        except ImportError as e:
+            raise ValueError(str(e)) from None
+        return lite, f"litellm:{name}", lite.close
     if spec.startswith(("http://", "https://")):
         llm = OpenAICompatibleLLM(base_url=spec, model=model, **opts)
         return llm, f"{mask_url(spec)} ({llm.model})", llm.close  # the report names no password

@@ -12,6 +12,7 @@ from .llm import (
     ScriptedLLM,
     as_llm,
 )
+from .ollama import OllamaLLM
 
 __all__ = [
     "LLM",
@@ -21,6 +22,7 @@ __all__ = [
     "LLMTimeoutError",
     "LLMUnavailableError",
     "OpenAICompatibleEmbedder",
+    "OllamaLLM",
     "OpenAICompatibleLLM",
     "ScriptedLLM",
     "SentenceTransformerEmbedder",

@@ -6,6 +6,8 @@ Every method in the package talks to an :class:`LLM`: ``complete(prompt) -> str`
 * :class:`OpenAICompatibleLLM` - ``POST {base_url}/chat/completions`` via ``httpx`` (works with
   ``vllm serve``, Ollama's ``/v1``, OpenAI), with bounded retries, one total deadline per call
   (``KGRAG_LLM_DEADLINE``, default 30 s), a :class:`CircuitBreaker` and usage counting.
+* :class:`~kgrag_plugins.models.ollama.OllamaLLM` (in :mod:`.ollama`) - a subclass on Ollama's
+  native ``/api/chat`` (``format`` JSON schemas, ``think: false``, ``keep_alive``).
 * :class:`ScriptedLLM` - deterministic replies for tests.
 * :func:`as_llm` - turn any of the above, or a framework chat model, into an :class:`LLM`. The
   framework adapters (LangChain, LlamaIndex) live in ``kgrag_plugins.integrations``; this module
@@ -116,6 +118,9 @@ class OpenAICompatibleLLM:
     that refuses the constraint with HTTP 400/422 is asked again without it, and later calls of this
     client send none (one WARNING).
     """
+
+    #: Request fields that carry a structured-output constraint (a 400/422 to them: see ``_refused``).
+    _SCHEMA_FIELDS: tuple[str, ...] = ("structured_outputs", "response_format")
 
     def __init__(
         self,
@@ -279,7 +284,7 @@ class OpenAICompatibleLLM:
 
     def _refused(self, exc: LLMResponseError, payload: dict[str, Any]) -> bool:
         """A 400/422 to a constrained request: stop sending constraints (once, with a WARNING)."""
-        if not any(k in payload for k in ("structured_outputs", "response_format")):
+        if not any(k in payload for k in self._SCHEMA_FIELDS):
             return False
         if "HTTP 400" not in str(exc) and "HTTP 422" not in str(exc):
             return False

@@ -11,6 +11,8 @@ LLM only when the LLM says it can enforce it (``supports_schema`` is true), so e
 * any other OpenAI-compatible server (OpenAI, Ollama's ``/v1``, llama.cpp): ``response_format``
   with a strict ``json_schema`` (:meth:`OutputSchema.response_format`; a regex has no such form and
   is sent unconstrained, a choice becomes a one-field JSON enum only where the step asked for JSON);
+* Ollama's native API (:class:`~kgrag_plugins.models.ollama.OllamaLLM`): a JSON schema as ``format``
+  and ``think: false``; a regex or choice is sent unconstrained (``think: false`` still);
 * the in-process transformers backend (:class:`~kgrag_plugins.models.local_llm.TransformersLLM`): a
   logits processor over the schema's regex (:meth:`OutputSchema.to_regex`, JSON schemas compiled
   with ``outlines_core``).
