@@ -20,7 +20,7 @@ from kgrag_plugins.models.llm import LLMError, ScriptedLLM
 
 PACKAGE = Path(kgrag_plugins.__file__).parent
 #: Modules whose job is writing to the terminal.
-PRINT_ALLOWED = {"cli.py", "cli_models.py", "cli_train.py", "demo.py", "demo_llm.py"}
+PRINT_ALLOWED = {"cli.py", "cli_mcp.py", "cli_models.py", "cli_train.py", "demo.py", "demo_llm.py"}
 
 
 def _modules() -> list[Path]:

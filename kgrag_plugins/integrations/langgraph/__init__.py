@@ -4,7 +4,7 @@ Needs the ``langgraph`` extra (``pip install 'kgrag-plugins[langgraph]'``). One 
 ``state`` (the state schema), ``nodes`` (generic retrieve / generate nodes), ``activation``,
 ``kg_infused``, ``sa_rag``, ``frag``, ``translator``, ``know3`` (one per method: nodes + compiled graph), ``router``
 (:func:`make_route_node`, :func:`make_hop_router`), ``prompt`` (a user's answer prompt), ``events``
-(``stream_mode="custom"`` events).
+(``stream_mode="custom"`` events), ``retry`` (:func:`retry_on`, :func:`default_retry_policy`).
 
 State (:class:`KGRAGState`) uses the LangGraph RAG tutorials' keys plus ours (guide: ``docs/langgraph.md``):
 
@@ -29,7 +29,10 @@ Handles (index, retriever, LLM) are captured by the node factories (closures) or
 ``make_retrieve_node()`` / ``make_generate_node()`` made without one, read from the graph's run-time
 context (:class:`KGRAGContext`: ``StateGraph(S, context_schema=KGRAGContext)``, ``invoke(...,
 context={...})``); never stored in state. Nodes emit per-step events for ``stream_mode="custom"``
-(:mod:`.events`). Every node is a ``RunnableLambda`` (``invoke`` / ``ainvoke``; ``add_node(name,
+(:mod:`.events`). Run-time settings (``k``, ``k_each``, ``max_steps``, ``route``) come through the same
+context and override the builders' arguments. Every graph builder adds its LLM / index / database nodes
+with ``retry_policy=`` (default :func:`default_retry_policy`: retryable errors only, see :mod:`.retry`).
+Every node is a ``RunnableLambda`` (``invoke`` / ``ainvoke``; ``add_node(name,
 node)``), and every compiled graph can be added as a subgraph node of a user's graph (shared keys flow
 both ways). The graph builders take ``checkpointer=`` for standalone use (as a subgraph the parent's
 applies); ``interrupt_before=["retrieve"]`` works at compile or call time with a checkpointer. Only
@@ -54,6 +57,7 @@ from .kg_infused import (  # noqa: E402
 )
 from .know3 import Know3State, know3_graph, know3_wrap, make_kge_verifier_node  # noqa: E402
 from .nodes import make_generate_node, make_retrieve_node  # noqa: E402
+from .retry import RetryableError, default_retry_policy, retry_on  # noqa: E402
 from .router import make_hop_router, make_route_node, route_by_hops  # noqa: E402
 from .sa_rag import (  # noqa: E402
     make_sa_reason_node,
@@ -77,10 +81,12 @@ __all__ = [
     "KGRAGContext",
     "KGRAGState",
     "Know3State",
+    "RetryableError",
     "activation_graph",
     "documents_as_text",
     "documents_to_passages",
     "evidence_to_documents",
+    "default_retry_policy",
     "frag_graph",
     "kg_infused_graph",
     "know3_graph",
@@ -100,6 +106,7 @@ __all__ = [
     "make_sa_retrieve_node",
     "make_translator_node",
     "passage_to_document",
+    "retry_on",
     "route_by_hops",
     "sa_rag_graph",
     "sa_route_after_reason",

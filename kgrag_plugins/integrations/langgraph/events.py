@@ -5,7 +5,12 @@ LangGraph's stream writer (``langgraph.config.get_stream_writer``). Every event 
 (its kind) and ``"node"`` (the node's name in the running graph, e.g. ``"simple"`` for a hop
 router's branch):
 
-- ``retrieve``: ``query``, ``retriever``, ``documents`` (ids), ``scores``, ``facts`` (count)
+- ``retrieve``: ``method`` (the retriever's name), ``passages`` (count), ``ms`` (the step's wall
+  time), ``query``, ``retriever``, ``documents`` (ids), ``scores``, ``facts`` (count); FRAG's nodes
+  add ``paths`` (count)
+- ``generate``: ``ms``, ``fallback`` (the LLM failed: the LLM-free answer; ``make_generate_node(llm)``)
+- ``retry``: ``attempt``, ``max_attempts``, ``error`` (the type): a node with an LLM-free fallback
+  raises a retryable error so that its ``RetryPolicy`` runs it again (:mod:`.retry`)
 - ``seeds``: ``seeds`` (``[{"id", "name", "score"}]``; spreading activation / KG-Infused RAG)
 - ``activation_round``: one per activation round (``round``, ``frontier``, ``selected``,
   ``activated``, ``next_frontier``, ...; KG-Infused RAG, docs/methods.md §1)

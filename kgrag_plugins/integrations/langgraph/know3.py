@@ -23,7 +23,8 @@ from ...methods.know3.verify import KGVerifier
 from .common import runnable_node
 from .events import emit_trace
 from .nodes import make_retrieve_node, retrieve_then_generate
-from .state import KGRAGState, documents_to_passages, query_of, question_of, with_trace
+from .retry import DEFAULT, resolve_policy
+from .state import KGRAGContext, KGRAGState, documents_to_passages, query_of, question_of, with_trace
 
 if TYPE_CHECKING:  # pragma: no cover
     from langgraph.graph.state import CompiledStateGraph
@@ -97,6 +98,7 @@ def know3_wrap(
     k: int = 5,
     max_turns: int | None = None,
     checkpointer: Any = None,
+    retry_policy: Any = DEFAULT,
     **opts: Any,
 ) -> CompiledStateGraph:
     """Add Know³'s verify -> retrieve-again loop around ``agent`` (paper §4, Fig. 2).
@@ -106,9 +108,12 @@ def know3_wrap(
     kgrag Retriever (wrapped as a retrieve node with ``k``). After each run the verifier node
     decides; on ``"retrieve"`` the ``enhance`` node sets ``query`` = q^KG, ``turn`` += 1 and the
     agent runs again. ``max_turns`` defaults to the verifier's T (2). Input ``{"question": ...}``;
-    the output keeps the agent's keys plus ``verification`` and ``turn``.
+    the output keeps the agent's keys plus ``verification`` and ``turn``. ``verify``, ``enhance``
+    and a Retriever agent are added with ``retry_policy`` (default :func:`~.retry.default_retry_policy`,
+    ``None``: no retries; a compiled-graph or Runnable agent keeps its own).
     """
     verifier = _verifier(verifier_or_index, opts)
+    policy = resolve_policy(retry_policy)
     cap = verifier.max_turns if max_turns is None else int(max_turns)
     if cap < 0:
         raise ValueError(f"max_turns must be >= 0, got {max_turns}")
@@ -126,11 +131,13 @@ def know3_wrap(
         done = v.get("decision") == "accept" or int(state.get("turn") or 0) >= cap
         return "end" if done else "enhance"
 
-    g = StateGraph(Know3State)
+    agent_node = _agent_node(agent, k)
+    g = StateGraph(Know3State, context_schema=KGRAGContext)
     g.add_node("start", runnable_node("start", start))
-    g.add_node("agent", _agent_node(agent, k))
-    g.add_node("verify", make_kge_verifier_node(verifier))
-    g.add_node("enhance", runnable_node("enhance", enhance))
+    is_retriever = callable(getattr(agent, "retrieve", None)) and not hasattr(agent, "invoke")
+    g.add_node("agent", agent_node, retry_policy=policy if is_retriever else None)
+    g.add_node("verify", make_kge_verifier_node(verifier), retry_policy=policy)
+    g.add_node("enhance", runnable_node("enhance", enhance), retry_policy=policy)
     g.add_edge(START, "start")
     g.add_edge("start", "agent")
     g.add_edge("agent", "verify")
@@ -147,6 +154,7 @@ def know3_graph(
     k: int = 5,
     max_turns: int | None = None,
     checkpointer: Any = None,
+    retry_policy: Any = DEFAULT,
     **opts: Any,
 ) -> CompiledStateGraph:
     """Know³-RAG as a compiled graph: :func:`know3_wrap` around ``retrieve -> [generate]``.
@@ -154,7 +162,8 @@ def know3_graph(
     ``retriever``: any kgrag Retriever (default :class:`~kgrag_plugins.methods.activation.ActivationRetriever`)
     or a user's retrieve node (a Runnable writing ``documents``); ``llm`` answers (the house
     prompt) and, passed to the verifier, extracts triples with Fig. 9; without it the verifier
-    checks the retrieved documents (LLM-free). ``opts`` go to :class:`KGVerifier`.
+    checks the retrieved documents (LLM-free). ``opts`` go to :class:`KGVerifier`. ``retry_policy``
+    as in :func:`know3_wrap` (and for the inner ``retrieve`` / ``generate`` nodes).
     """
     if not isinstance(index, KnowledgeIndex):
         raise TypeError(f"know3_graph needs a KnowledgeIndex, got {type(index).__name__}")
@@ -163,6 +172,6 @@ def know3_graph(
 
         retriever = ActivationRetriever(index)
     node = make_retrieve_node(retriever, k) if callable(getattr(retriever, "retrieve", None)) else retriever
-    agent = retrieve_then_generate(node, llm, node="retrieve", name="know3_agent")
+    agent = retrieve_then_generate(node, llm, node="retrieve", name="know3_agent", retry_policy=retry_policy)
     verifier = KGVerifier(index, llm=llm, **opts)
-    return know3_wrap(agent, verifier, k=k, max_turns=max_turns, checkpointer=checkpointer)
+    return know3_wrap(agent, verifier, k=k, max_turns=max_turns, checkpointer=checkpointer, retry_policy=retry_policy)

@@ -44,16 +44,22 @@ def retry_on(exc: BaseException) -> bool:
 
 
 def default_retry_policy(
-    max_attempts: int = 3, *, initial_interval: float = 0.5, backoff_factor: float = 2.0, max_interval: float = 10.0
+    max_attempts: int = 3,
+    *,
+    initial_interval: float = 0.5,
+    backoff_factor: float = 2.0,
+    max_interval: float = 10.0,
+    jitter: bool = True,
 ) -> RetryPolicy:
     """The policy our graph builders add LLM / index / database nodes with: ``max_attempts``
-    attempts (the first included), exponential backoff with jitter, :func:`retry_on`."""
+    attempts (the first included), exponential backoff (``initial_interval * backoff_factor**n``
+    seconds, at most ``max_interval``, plus up to 1 s of ``jitter``), :func:`retry_on`."""
     return RetryPolicy(
         initial_interval=initial_interval,
         backoff_factor=backoff_factor,
         max_interval=max_interval,
         max_attempts=max_attempts,
-        jitter=True,
+        jitter=jitter,
         retry_on=retry_on,
     )
 
@@ -85,7 +91,8 @@ def _attempt() -> int | None:
         info = getattr(get_runtime(), "execution_info", None)
     except (ImportError, RuntimeError, KeyError):
         return None
-    return int(getattr(info, "node_attempt", 1) or 1) if info is not None else 1
+    # a node invoked on its own (``node.invoke(state)``) has a config but no graph runtime
+    return int(getattr(info, "node_attempt", 1) or 1) if info is not None else None
 
 
 def will_retry(policy: RetryPolicy | None, exc: BaseException) -> bool:

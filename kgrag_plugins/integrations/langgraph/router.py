@@ -94,6 +94,12 @@ def route_by_hops(state: dict[str, Any]) -> Literal["simple", "complex"]:
     return check_route(state.get("route"), "state['route']")  # type: ignore[return-value]
 
 
+def _is_kgrag(node: Any) -> bool:
+    from ...methods.base import Retriever
+
+    return is_frag(node) or isinstance(node, Retriever)
+
+
 def _branch(node: Any, route: str, k: int) -> Any:
     from ...methods.base import Retriever
 
@@ -127,15 +133,15 @@ def make_hop_router(
     :func:`make_frag_node` forced to that branch's pipeline), a LangChain ``Runnable`` or compiled
     LangGraph graph (added as a subgraph node as is; shared state keys flow both ways), or a plain
     callable node ``state -> dict``. (The router node is not called ``route``: older LangGraph
-    releases reject a node named like a state key.) Both branches are added with ``retry_policy``
-    (default :func:`~.retry.default_retry_policy`, ``None``: no retries); context settings: ``k``
-    (kgrag branches), ``route``.
+    releases reject a node named like a state key.) A kgrag ``Retriever`` branch is added with
+    ``retry_policy`` (default :func:`~.retry.default_retry_policy`, ``None``: no retries; a user's
+    Runnable or subgraph keeps its own); context settings: ``k`` (kgrag branches), ``route``.
     """
     policy = resolve_policy(retry_policy)
     g = StateGraph(KGRAGState, context_schema=KGRAGContext)
     g.add_node("router", make_route_node(classifier))
-    g.add_node("simple", _branch(simple, "simple", k), retry_policy=policy)
-    g.add_node("complex", _branch(complex, "complex", k), retry_policy=policy)
+    for route, branch in (("simple", simple), ("complex", complex)):
+        g.add_node(route, _branch(branch, route, k), retry_policy=policy if _is_kgrag(branch) else None)
     g.add_edge(START, "router")
     g.add_conditional_edges("router", route_by_hops, {"simple": "simple", "complex": "complex"})
     g.add_edge("simple", END)
