@@ -5,6 +5,8 @@ Output JSON (the contract later plug-ins and reviewers rely on)::
     {"dataset", "n_questions", "corpus_size",
      "results": {RETRIEVER: {"recall@2", "recall@5", "answer_recall@5",
                              "latency_ms": {"p50", "p95"}, "index_seconds", ...,
+                             "llm_usage"?: {"steps": {STEP: {"calls", "prompt_tokens",
+                                            "completion_tokens", "seconds"}}, "total": {...}},
                              "per_question": [{"id", "retrieved": [passage ids, top k],
                                                "recall@2", "recall@5", "answer_hit@5"}, ...]}}}
 
@@ -41,6 +43,7 @@ from ..methods.kg_infused import KGInfusedRetriever
 from ..methods.sa_rag import SARAGRetriever
 from ..methods.sa_rag.retriever import SPEED_MAX_EDGES
 from ..methods.translator import TranslatorRetriever
+from ..models.usage import LLM_USAGE_KEY, add_usage, usage_line
 from ..names import resolve_name, resolve_names
 
 
@@ -198,6 +201,7 @@ def evaluate_retriever(retriever: Retriever, dataset: Dataset, *, k: int = 5, pr
     returned: list[int] = []
     turns: list[int] = []  # Know³: the turn at which each question's loop stopped
     per_question: list[dict[str, Any]] = []
+    usage: dict[str, Any] | None = None  # LLM calls / tokens / seconds per step, summed over questions
     no_gold = 0
     for q in tqdm(questions, desc=f"{retriever.name}", disable=not progress_enabled(progress), leave=False):
         t0 = time.perf_counter()
@@ -205,6 +209,8 @@ def evaluate_retriever(retriever: Retriever, dataset: Dataset, *, k: int = 5, pr
         latencies.append((time.perf_counter() - t0) * 1000)
         for comp, ms in (ev.trace.get("timings") or {}).items() if isinstance(ev.trace, dict) else ():
             components.setdefault(comp, []).append(float(ms))
+        if isinstance(ev.trace, dict):
+            usage = add_usage(usage, ev.trace.get(LLM_USAGE_KEY))
         ids = ev.passage_ids
         returned.append(len(ids))
         k3 = ev.trace.get("know3") if isinstance(ev.trace, dict) else None
@@ -236,8 +242,27 @@ def evaluate_retriever(retriever: Retriever, dataset: Dataset, *, k: int = 5, pr
     if components:  # per-component latency (KG-Translator Table 9): mean ms over questions
         n = max(len(questions), 1)
         out["component_ms"] = {c: round(sum(v) / n, 2) for c, v in components.items()}
+    if usage is not None:
+        out[LLM_USAGE_KEY] = usage
     out["per_question"] = per_question
     return out
+
+
+def llm_usage_total(report: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``llm_usage`` totals of a bench report's rows summed (``None``: no row called an LLM)."""
+    usage = None
+    for r in (report.get("results") or {}).values():
+        if isinstance(r, dict):
+            usage = add_usage(usage, {"total": (r.get(LLM_USAGE_KEY) or {}).get("total") or {}})
+    total = (usage or {}).get("total") or {}
+    return total if total.get("calls") else None
+
+
+def llm_usage_summary(report: dict[str, Any]) -> str:
+    """``kgrag bench``'s closing line: LLM calls, prompt / completion tokens and seconds in LLM
+    calls over all rows (``""`` when no LLM was called)."""
+    total = llm_usage_total(report)
+    return usage_line(total) if total else ""
 
 
 def run_bench(

@@ -546,7 +546,7 @@ def qa_markdown_table(report: dict[str, Any]) -> str:
         f"| {r['fallbacks']} | {r['empty_answers']} | {_status(r)} |"
         for name, r in report["results"].items()
     ]
-    return head + "\n".join(rows) + "\n" + _step_table(report)
+    return head + "\n".join(rows) + "\n" + _step_table(report) + _usage_table(report)
 
 
 def _step_table(report: dict[str, Any]) -> str:
@@ -562,6 +562,27 @@ def _step_table(report: dict[str, Any]) -> str:
         return ""
     return (
         "\n| system | step | replies | valid % | constrained | fallbacks |\n|---|---|---|---|---|---|\n"
+        + "\n".join(lines)
+        + "\n"
+    )
+
+
+def _usage_table(report: dict[str, Any]) -> str:
+    """LLM calls, tokens and seconds in LLM calls per step and system, then each system's total
+    (``llm_usage``, :mod:`kgrag_plugins.models.usage`; ``~`` marks estimated token counts)."""
+    lines = []
+    for name, r in report["results"].items():
+        usage = r.get("llm_usage") or {}
+        for step, st in [*(usage.get("steps") or {}).items(), *((("**total**", usage["total"]),) if usage else ())]:
+            est = "~" if st.get("estimated") else ""
+            lines.append(
+                f"| {name} | {step} | {st.get('calls', 0)} | {est}{st.get('prompt_tokens', 0)} "
+                f"| {est}{st.get('completion_tokens', 0)} | {float(st.get('seconds', 0.0)):.2f} |"
+            )
+    if not lines:
+        return ""
+    return (
+        "\n| system | step | LLM calls | prompt tokens | completion tokens | LLM s |\n|---|---|---|---|---|---|\n"
         + "\n".join(lines)
         + "\n"
     )

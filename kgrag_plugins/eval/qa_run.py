@@ -31,6 +31,7 @@ from ..config import progress_enabled
 from ..datasets.loaders import Question
 from ..datasets.metrics import answer_scores, f1_score, mean, percentile
 from ..models.llm import LLMError
+from ..models.usage import LLM_USAGE_KEY, add_usage, metering_usage
 from ..types import Answer
 from .qa_meter import RETRYABLE_ERRORS, MeteredLLM, QuestionMeter, metering
 
@@ -190,7 +191,15 @@ def _retry_wait(llm: Any, retry_wait: float | None) -> float:
 
 
 def _question_record(
-    row: str, i: int, q: Question, ans: Answer, meter: QuestionMeter, latency: float, attempts: int, source: str
+    row: str,
+    i: int,
+    q: Question,
+    ans: Answer,
+    meter: QuestionMeter,
+    latency: float,
+    attempts: int,
+    source: str,
+    usage: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     pred = ans.text or ""
     sc = answer_scores(pred, q.answers) if q.answers else {"em": 0.0, "f1": 0.0, "acc": 0.0, "acc_raw": 0.0}
@@ -217,6 +226,8 @@ def _question_record(
         "reply_stats": meter.reply_stats(),
         "retrievals": float(retrievals) if isinstance(retrievals, (int, float)) else None,
         "attempts": attempts,
+        # calls, tokens and seconds per LLM step (models/usage.py); the totals above stay MeteredLLM's
+        LLM_USAGE_KEY: usage or {"steps": {}, "total": {}},
     }
 
 
@@ -246,7 +257,7 @@ def run_questions(
         for attempt in range(1, retries + 2):
             meter = QuestionMeter()
             t0 = time.perf_counter()
-            with metering(meter):
+            with metering(meter), metering_usage() as usage:
                 ans = run(q.question)
             latency = time.perf_counter() - t0
             errors = [e for e in ans.metadata.get("llm_error") or [] if isinstance(e, dict)]
@@ -266,7 +277,8 @@ def run_questions(
                 row, i + 1, why, wait, attempt, retries,
             )  # fmt: skip
             _sleep(wait)
-        journal.add_question(_question_record(row, i, q, ans, meter, latency, attempt, llm.token_source))
+        record = _question_record(row, i, q, ans, meter, latency, attempt, llm.token_source, usage.as_dict())
+        journal.add_question(record)
         return True
 
     n_run, t0 = 0, time.perf_counter()
@@ -312,7 +324,9 @@ def summarize_row(
     fallbacks = sum(bool(r["fallback"]) for r in records)
     steps: dict[str, dict[str, int]] = {}
     fallback_steps: dict[str, int] = {}
+    usage: dict[str, Any] | None = None
     for r in records:
+        usage = add_usage(usage, r.get(LLM_USAGE_KEY))  # absent in journals of older versions
         for step, st in r["reply_stats"].items():
             acc = steps.setdefault(step, {"replies": 0, "valid": 0, "constrained": 0})
             for k in acc:
@@ -344,6 +358,9 @@ def summarize_row(
         questions_per_minute=round(60.0 * run / wall, 2) if wall > 0 and run else None,
         concurrency=max((int(s.get("concurrency", 1)) for s in sessions), default=1),
     )
+    if usage is not None:  # per LLM step: calls, prompt / completion tokens, seconds in LLM calls
+        out[LLM_USAGE_KEY] = usage
+        out["llm_seconds"] = usage["total"].get("seconds", 0.0)
     retrievals = [r["retrievals"] for r in records if r.get("retrievals") is not None]
     if retrievals:
         out["retrievals_per_q"] = round(mean(retrievals), 2)

@@ -44,6 +44,7 @@ _EXPORTS = {
     "as_query_engine": "llama_index",
     # langchain
     "LangChainLLM": "langchain",
+    "KGRAGChatModel": "langchain",
     "KGRAGLangChainRetriever": "langchain",
     "KGRAGEmbeddings": "langchain",
     # langgraph

@@ -265,7 +265,10 @@ def scored_items(
 
     ``score="cosine"``: ``item.score`` = :func:`relevance_scores` against ``evidence.query`` (needs
     ``index``), the method's score kept as ``metadata["method_score"]``; ``"method"`` (or no index):
-    the method's own score.
+    the method's own score. When the retrieval called an LLM, the first item's metadata holds its
+    totals (:func:`usage_metadata`: ``llm_calls``, ``llm_prompt_tokens``, ``llm_completion_tokens``,
+    ``llm_seconds``; once, so summing over items is safe; ``Evidence.trace["llm_usage"]`` has them
+    per step).
     """
     if score not in ("cosine", "method"):
         raise ValueError(f"score must be 'cosine' or 'method', got {score!r}")
@@ -291,4 +294,29 @@ def scored_items(
         if rel is not None:
             meta["method_score"], s = s, rel[1][j]
         items.append(ScoredItem(fid, f.display, s, meta))
+    if items:
+        items[0].metadata.update(usage_metadata(evidence))
     return items
+
+
+#: Flat metadata keys of a retrieval's LLM usage totals (on its first document / node).
+USAGE_METADATA_KEYS = {
+    "calls": "llm_calls",
+    "prompt_tokens": "llm_prompt_tokens",
+    "completion_tokens": "llm_completion_tokens",
+    "seconds": "llm_seconds",
+}
+
+
+def usage_metadata(evidence: Evidence) -> dict[str, Any]:
+    """``{"llm_calls", "llm_prompt_tokens", "llm_completion_tokens", "llm_seconds",
+    "llm_tokens_estimated"?}`` from ``evidence.trace["llm_usage"]["total"]`` (flat, so vector
+    stores accept it); ``{}`` for an LLM-free retrieval."""
+    usage = evidence.trace.get("llm_usage") if isinstance(evidence.trace, dict) else None
+    total = usage.get("total") if isinstance(usage, dict) else None
+    if not isinstance(total, dict) or not total.get("calls"):
+        return {}
+    out = {flat: total.get(key, 0) for key, flat in USAGE_METADATA_KEYS.items()}
+    if total.get("estimated"):
+        out["llm_tokens_estimated"] = True
+    return out

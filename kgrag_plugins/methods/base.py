@@ -20,7 +20,11 @@ Two guarantees live here so that every method gets them the same way:
   says when an LLM step fell back to its LLM-free path (``trace["fallback"]``, derived from the
   ``llm_error`` entries; retrievers record their own fallbacks with
   :func:`~kgrag_plugins.types.note_fallback`), and carries facts with entity names instead of
-  ``##`` masks (:func:`~kgrag_plugins.methods.facts.readable_facts`).
+  ``##`` masks (:func:`~kgrag_plugins.methods.facts.readable_facts`). When the retrieval called
+  an LLM, ``trace["llm_usage"]`` says how much: ``{"steps": {step: {"calls", "prompt_tokens",
+  "completion_tokens", "seconds", "estimated"?}}, "total": {...}}``
+  (:mod:`kgrag_plugins.models.usage`; calls made in this retrieval's context only, so concurrent
+  retrievals are counted apart). An LLM-free retrieval has no ``llm_usage`` key.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import threading
 from abc import ABC, abstractmethod
 from typing import Any
 
+from ..models.usage import LLM_USAGE_KEY, metering_usage
 from ..types import SCORE_KIND_KEY, Evidence, fallbacks_of, note_fallback
 from .facts import readable_facts
 
@@ -155,9 +160,12 @@ class Retriever(ABC):
     def retrieve(self, query: str, k: int = 5) -> Evidence:
         """Evidence for ``query``: at most ``k`` passages (plus facts / trace, per method)."""
         query, k = check_query_k(query, k)
-        with _reading(self.__dict__.get("_index")):  # one index generation throughout
+        with _reading(self.__dict__.get("_index")), metering_usage() as usage:  # one index generation
             self._sync_index()
-            return self._finish(self._retrieve(query, k))
+            ev = self._finish(self._retrieve(query, k))
+        if usage.calls:  # LLM calls, tokens and seconds per step (module docstring, "Honest output")
+            ev.trace[LLM_USAGE_KEY] = usage.as_dict()
+        return ev
 
     def _finish(self, ev: Evidence) -> Evidence:
         """The house guarantees on a method's Evidence (module docstring, "Honest output")."""

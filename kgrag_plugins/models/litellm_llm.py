@@ -26,6 +26,7 @@ from .._secrets import redact, register_secret
 from ..config import DEFAULT_LLM_DEADLINE, env_number
 from .breaker import CircuitBreaker, LLMResponseError, LLMTimeoutError
 from .messages import Message, to_messages
+from .usage import report_usage
 
 __all__ = ["LiteLLMLLM", "import_litellm"]
 
@@ -220,4 +221,6 @@ class LiteLLMLLM:
                 value = _get(usage, key) if usage is not None else None
                 if isinstance(value, int):
                     self.usage[key] += value
+        if usage is not None:
+            report_usage(_get(usage, "prompt_tokens"), _get(usage, "completion_tokens"))
         return content

@@ -39,6 +39,7 @@ from .logprobs import (
 )
 from .messages import LLM, Message, snippet, to_messages
 from .scripted import ChatAdapter, ScriptedLLM
+from .usage import report_usage
 
 __all__ = [
     "LLM",
@@ -314,6 +315,8 @@ class OpenAICompatibleLLM:
                     value = usage.get(key)
                     if isinstance(value, int):
                         self.usage[key] += value
+        if isinstance(usage, dict):  # this reply's own counts, for the running step's meter
+            report_usage(usage.get("prompt_tokens"), usage.get("completion_tokens"))
 
     def _delay(self, attempt: int) -> float:
         return self.backoff * (2 ** (attempt - 1))

@@ -36,6 +36,7 @@ from .breaker import LLMResponseError, LLMTimeoutError
 from .logprobs import DEFAULT_TOP_LOGPROBS, Completion, TokenLogprob
 from .messages import Message, to_messages, truncate_at_stop
 from .structured import OutputSchema
+from .usage import report_usage
 
 __all__ = ["TransformersLLM"]
 
@@ -297,6 +298,7 @@ class TransformersLLM:
             self.usage["calls"] += 1
             self.usage["prompt_tokens"] += int(ids.shape[1])
             self.usage["completion_tokens"] += int(len(new))
+            report_usage(int(ids.shape[1]), int(len(new)))
         cut = truncate_at_stop(text, stop)
         elapsed = time.monotonic() - started
         if not ended and len(new) < max_new and cut == text and elapsed >= self.deadline * 0.98:

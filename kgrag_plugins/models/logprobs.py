@@ -34,6 +34,7 @@ from .breaker import LLMResponseError
 from .messages import Message
 from .replies import CALL_ERRORS, InvalidReply, apply_schema
 from .structured import OutputSchema
+from .usage import llm_call
 
 __all__ = [
     "Completion",
@@ -251,7 +252,9 @@ def complete_logprobs_validated(
     constrained, record = apply_schema(llm, schema, kwargs, accepts_schema=takes)
     for attempt in range(1, retries + 2):
         try:
-            out = llm.complete_logprobs(prompt, **kwargs)
+            with llm_call(step, prompt, llm=llm) as call:
+                out = llm.complete_logprobs(prompt, **kwargs)
+                call.reply = getattr(out, "text", "")
         except CALL_ERRORS as exc:
             entry = {"step": step, "kind": "llm_error", "error": str(exc), "type": type(exc).__name__}
             _record(errors, {**entry, "attempts": attempt, **(context or {})}, log)

@@ -32,6 +32,7 @@ from ..errors import RetryableError
 from .breaker import LLMError, LLMTimeoutError, LLMUnavailableError
 from .messages import Message
 from .structured import OutputSchema, schema_enabled
+from .usage import llm_call
 
 __all__ = [
     "InvalidReply",
@@ -266,14 +267,16 @@ def complete_validated(
     passed to ``llm.complete`` as ``schema=`` only when the LLM enforces schemas (``supports_schema``);
     its ``max_tokens`` applies when the call gives none. Every reply is reported to the LLM's
     ``record_reply(step, valid, constrained)`` when it has one (the QA harness counts valid-reply
-    rates per step that way).
+    rates per step that way). Each call is metered under ``step``
+    (:func:`~kgrag_plugins.models.usage.llm_call`: calls, tokens, seconds).
     """
     log = log or logger
     reason, reply = "", ""
     constrained, record = apply_schema(llm, schema, complete_kwargs)
     for attempt in range(1, retries + 2):
         try:
-            reply = llm.complete(prompt, **complete_kwargs)
+            with llm_call(step, prompt, llm=llm) as call:  # calls, tokens, seconds per step (.usage)
+                reply = call.reply = llm.complete(prompt, **complete_kwargs)
         except CALL_ERRORS as exc:
             if retry_errors and attempt <= retries:
                 reason, reply = f"{type(exc).__name__}: {redact(exc)}", ""

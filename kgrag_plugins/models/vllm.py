@@ -35,6 +35,7 @@ import httpx
 
 from .._secrets import redact, redact_argv
 from .llm import OpenAICompatibleLLM
+from .usage import report_usage
 
 __all__ = ["VLLMEngine", "VLLMNotFoundError", "VLLMServer", "VLLMStartupError", "find_vllm", "vllm_pythonpath"]
 
@@ -415,6 +416,7 @@ class VLLMEngine:
         for out in outs:
             self.usage["calls"] += 1
             self.usage["prompt_tokens"] += len(out.prompt_token_ids or [])
+            report_usage(len(out.prompt_token_ids or []), sum(len(c.token_ids) for c in out.outputs))
             rows = []
             for c in out.outputs:
                 self.usage["completion_tokens"] += len(c.token_ids)

@@ -114,6 +114,40 @@ def test_scripted_end_to_end_writes_json_and_table(qa_cache, tmp_path, capsys):
     assert report["results"]["full"]["llm_calls_per_q"] >= 6
 
 
+def test_qa_report_has_tokens_and_seconds_per_step(qa_cache, tmp_path, capsys):
+    """Issue 37 item 5: per-step calls, tokens and seconds in the report JSON and the table, and
+    the closing one-line total; the per-step totals agree with the per-question counters."""
+    out = tmp_path / "qa-usage.json"
+    argv = ["bench", "--dataset", "sample", "--qa", "--llm", "scripted", "--limit", "2", "--quiet"]
+    argv += ["--systems", "no-retrieval,full", "--cache-dir", str(qa_cache), "--out", str(out)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    report = json.loads(out.read_text())
+    calls = prompt = completion = 0
+    for name, r in report["results"].items():
+        usage = r["llm_usage"]
+        assert usage["steps"], name
+        for step, row in usage["steps"].items():
+            assert row["calls"] >= 1 and row["prompt_tokens"] > 0 and row["seconds"] >= 0, (name, step)
+            assert row["estimated"] is True  # the scripted LLM reports no usage: tiktoken estimates
+        total = usage["total"]
+        assert total["calls"] == sum(x["calls"] for x in usage["steps"].values())
+        # the same calls and tiktoken counts as the per-question meter (MeteredLLM)
+        assert (total["calls"], total["prompt_tokens"], total["completion_tokens"]) == (
+            r["llm_calls"], r["prompt_tokens"], r["completion_tokens"],
+        )  # fmt: skip
+        assert r["llm_seconds"] == total["seconds"]
+        calls, prompt, completion = (
+            calls + total["calls"],
+            prompt + total["prompt_tokens"],
+            completion + total["completion_tokens"],
+        )
+        assert f"| {name} | **total** | {total['calls']} |" in printed
+    assert set(report["results"]["no-retrieval"]["llm_usage"]["steps"]) == {"answer"}
+    assert "| system | step | LLM calls | prompt tokens | completion tokens | LLM s |" in printed
+    assert f"LLM usage: {calls} calls, {prompt} prompt tokens, {completion} completion tokens" in printed
+
+
 def test_scores_come_from_the_parsed_answer(qa_cache):
     """A reply with a marker is post-processed before scoring: 'Answer: the Vistula.' matches gold
     'Vistula' (SQuAD EM) for the first question only."""

@@ -1,4 +1,12 @@
-"""A LlamaIndex LLM as a kgrag :class:`~kgrag_plugins.models.llm.LLM` (``chat`` / ``achat``), and back."""
+"""A LlamaIndex LLM as a kgrag :class:`~kgrag_plugins.models.llm.LLM` (``chat`` / ``achat``), and back.
+
+Token usage crosses both ways: :class:`LlamaIndexLLM` reports a reply's ``raw["usage"]`` (or
+``additional_kwargs``) tokens to the running step's meter
+(:func:`~kgrag_plugins.models.usage.report_usage`); :class:`KGRAGLlamaLLM` puts the call's tokens
+into ``CompletionResponse.raw["usage"]`` (OpenAI-style ``prompt_tokens`` / ``completion_tokens`` /
+``total_tokens``, plus ``estimated`` when the backend reported none), which LlamaIndex's
+``TokenCountingHandler`` reads.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +18,7 @@ from llama_index.core.llms import ChatMessage, CustomLLM, MessageRole
 from llama_index.core.llms.callbacks import llm_completion_callback
 
 from ...models.llm import ChatAdapter, Message
+from ...models.usage import LLMCall, llm_call, report_usage
 
 if TYPE_CHECKING:  # pragma: no cover
     from llama_index.core.llms import LLM as LlamaIndexBaseLLM
@@ -19,6 +28,36 @@ __all__ = ["KGRAGLlamaLLM", "LlamaIndexLLM"]
 
 def _messages(messages: list[Message]) -> list[Any]:
     return [ChatMessage(role=MessageRole(m["role"]), content=m["content"]) for m in messages]
+
+
+def report_llama_usage(response: Any) -> None:
+    """Report a LlamaIndex response's tokens (``raw["usage"]`` / ``raw["usage_metadata"]``, else
+    ``additional_kwargs``) to the running step's meter; nothing when it has none."""
+    raw = getattr(response, "raw", None)
+    usage = raw.get("usage", raw.get("usage_metadata")) if isinstance(raw, dict) else getattr(raw, "usage", None)
+    if usage is None:
+        usage = getattr(response, "additional_kwargs", None)
+    if usage is not None and not isinstance(usage, dict):
+        dump = getattr(usage, "model_dump", None)
+        usage = dump() if callable(dump) else vars(usage) if hasattr(usage, "__dict__") else None
+    if not isinstance(usage, dict):
+        return
+    prompt = next((usage[k] for k in ("prompt_tokens", "input_tokens") if k in usage), None)
+    completion = next((usage[k] for k in ("completion_tokens", "output_tokens") if k in usage), None)
+    if prompt is not None or completion is not None:
+        report_usage(prompt, completion, if_unreported=True)  # ours inside: counted once
+
+
+def _raw(call: LLMCall) -> dict[str, Any]:
+    u = call.usage()
+    usage: dict[str, Any] = {
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "total_tokens": u.prompt_tokens + u.completion_tokens,
+    }
+    if u.estimated:
+        usage["estimated"] = True
+    return {"usage": usage, "llm_seconds": round(u.seconds, 4)}
 
 
 class LlamaIndexLLM(ChatAdapter):
@@ -35,15 +74,21 @@ class LlamaIndexLLM(ChatAdapter):
         return f"LlamaIndexLLM({type(self.llm).__name__})"
 
     def _chat(self, messages: list[Message], stop: list[str] | None) -> str:
-        return self.llm.chat(_messages(messages)).message.content or ""
+        response = self.llm.chat(_messages(messages))
+        report_llama_usage(response)
+        return response.message.content or ""
 
     async def _achat(self, messages: list[Message], stop: list[str] | None) -> str:
-        return (await self.llm.achat(_messages(messages))).message.content or ""
+        response = await self.llm.achat(_messages(messages))
+        report_llama_usage(response)
+        return response.message.content or ""
 
 
 class KGRAGLlamaLLM(CustomLLM):
     """Our LLM (or a LangChain chat model, via :func:`~kgrag_plugins.models.llm.as_llm`) as a LlamaIndex
-    LLM, for a LlamaIndex response synthesizer (``as_query_engine(index, llm=ours)``)."""
+    LLM, for a LlamaIndex response synthesizer (``as_query_engine(index, llm=ours)``). Each response's
+    ``raw["usage"]`` holds the call's tokens (module docstring); a call inside a
+    :func:`~kgrag_plugins.models.usage.metering_usage` block also counts there, as step ``"llama_index"``."""
 
     context_window: int = 8192
     num_output: int = 512
@@ -61,13 +106,18 @@ class KGRAGLlamaLLM(CustomLLM):
 
     @llm_completion_callback()
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        return CompletionResponse(text=self._llm.complete(prompt))
+        with llm_call("llama_index", prompt, llm=self._llm, always=True) as call:
+            call.reply = self._llm.complete(prompt)
+        return CompletionResponse(text=call.reply, raw=_raw(call))
 
     @llm_completion_callback()
     async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        return CompletionResponse(text=await self._llm.acomplete(prompt))
+        with llm_call("llama_index", prompt, llm=self._llm, always=True) as call:
+            call.reply = await self._llm.acomplete(prompt)
+        return CompletionResponse(text=call.reply, raw=_raw(call))
 
     @llm_completion_callback()
     def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
-        text = self._llm.complete(prompt)
-        yield CompletionResponse(text=text, delta=text)
+        with llm_call("llama_index", prompt, llm=self._llm, always=True) as call:
+            call.reply = self._llm.complete(prompt)
+        yield CompletionResponse(text=call.reply, delta=call.reply, raw=_raw(call))

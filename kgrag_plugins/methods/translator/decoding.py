@@ -39,6 +39,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from ...models.replies import InvalidReply, complete_validated
+from ...models.usage import llm_call, report_usage
 from .constraints import SEPARATOR, ConstraintIndex, Direction, TokenTrie, graph_names, parse_clue
 from .prompts import CLUE_MAX_TOKENS, clue_translation_prompt
 
@@ -181,7 +182,7 @@ class HFConstrainedBackend:
         kwargs: dict[str, Any] = {}
         if step_fns is not None:
             kwargs["prefix_allowed_tokens_fn"] = lambda b, sent: step_fns[b](sent[width:].tolist())
-        with torch.no_grad():
+        with torch.no_grad(), llm_call("translator.decode") as call:  # metered: models/usage.py
             out = self.model.generate(
                 input_ids=ids.to(self.model.device),
                 attention_mask=mask.to(self.model.device),
@@ -196,7 +197,10 @@ class HFConstrainedBackend:
                 early_stopping=True,
                 **kwargs,
             )
-        seqs = out.sequences[:, width:].tolist()
+            seqs = out.sequences[:, width:].tolist()
+            generated = sum(next((n for n, t in enumerate(g) if t in (self.eos, self.pad)), len(g)) for g in seqs)
+            report_usage(sum(len(r) for r in rows), generated)
+            call.reply = ""
         scores = (
             out.sequences_scores.tolist() if getattr(out, "sequences_scores", None) is not None else [0.0] * len(seqs)
         )

@@ -26,6 +26,7 @@ by their cumulative log-probability (before masking), deduplicated, best ``alpha
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import logging
@@ -41,6 +42,7 @@ import httpx
 
 from ...models.llm import LLMError, LLMResponseError, _RetryableFailure
 from ...models.messages import snippet
+from ...models.usage import llm_call
 from ...models.vllm_logits import FORMAT, FQCN, VERSION, TranslatorConstraints
 from .constraints import RELATION_PREFIX, SEPARATOR, ConstraintIndex, Direction
 from .decoding import ProjectionBackend, clue_prompt
@@ -219,6 +221,14 @@ class VLLMConstrainedBackend:
         self, prompt: str, n: int, max_tokens: int, xargs: dict[str, Any] | None, structured: dict[str, Any] | None
     ) -> list[tuple[str, list[int] | None, float]]:
         """``n`` samples ``(text, token ids, cumulative logprob)``."""
+        with llm_call("translator.sample", prompt, llm=self.llm) as call:
+            rows = self._sample_rows(prompt, n, max_tokens, xargs, structured)
+            call.reply = "".join(t for t, _ids, _s in rows)
+        return rows
+
+    def _sample_rows(
+        self, prompt: str, n: int, max_tokens: int, xargs: dict[str, Any] | None, structured: dict[str, Any] | None
+    ) -> list[tuple[str, list[int] | None, float]]:
         if _is_engine(self.llm):
             rows = self.llm.generate(
                 [prompt],
@@ -320,8 +330,8 @@ class VLLMConstrainedBackend:
     def _map(self, fn: Callable[..., list[str]], items: list[tuple[Any, ...]]) -> list[list[str]]:
         if len(items) <= 1 or _is_engine(self.llm):
             return [fn(*it) for it in items]
-        with ThreadPoolExecutor(self.concurrency) as pool:
-            return list(pool.map(lambda it: fn(*it), items))
+        with ThreadPoolExecutor(self.concurrency) as pool:  # each in a copy of this context (LLM usage meters)
+            return [f.result() for f in [pool.submit(contextvars.copy_context().run, fn, *it) for it in items]]
 
     def entities_batch(self, questions: Sequence[str], alpha: int, direction: Direction = "forward") -> list[list[str]]:
         """Valid entity names per question (head entities; tails for ``reverse``), best first."""
