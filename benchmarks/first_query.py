@@ -5,13 +5,22 @@ of one dataset (MuSiQue's shared half: 4,516 passages, the closest set to 5k), c
 retriever, runs the dataset's first question, then its second. Reported per retriever: process
 start-up with imports and the embedder's load (``embedder_load_s``, paid once per process by every
 retriever), ``open_s``, ``construct_s``, ``first_query_s`` and ``second_query_s``, and what the
-index generation held before and after (the derived files a first query writes, e.g.
-``triple_vectors.npy``, are reused by the next process). A retriever still running after
-``--timeout`` seconds is reported as such.
+index generation held before and after (the vectors a first query stores, e.g.
+``triple_vectors.<fingerprint>.npy`` (:mod:`kgrag_plugins.index.vector_cache`), are reused by the
+next process). A retriever still running after ``--timeout`` seconds is reported as such.
+
+``--precompute entities,triples,translator`` first stores those vectors in each cached index
+(``kgrag_plugins.index.vector_cache.precompute``, what ``kgrag index --precompute`` runs at build),
+in a process of its own with no time limit, and reports the one-time cost: seconds per kind and
+the files' rows, embedding seconds and size. ``--fresh`` deletes the stored vectors first, so that
+cost is measured rather than found; ``--build-missing`` builds a missing cached index (e.g.
+MuSiQue's ParseKG index for the translator) and reports its build time.
 
 Run (the indexes must be cached: ``kgrag bench --dataset musique ...`` builds them)::
 
     KGRAG_DATA_DIR=../shared/data python benchmarks/first_query.py     # docs/benchmarks/first-query.{json,md}
+    KGRAG_DATA_DIR=../shared/data python benchmarks/first_query.py --precompute entities,triples,translator \
+        --fresh --build-missing
 """
 
 from __future__ import annotations
@@ -49,6 +58,7 @@ path = default_cache_dir() / slug
 assert (path / "manifest.json").is_file(), f"no cached index at {path}: run kgrag bench first"
 res = {"embedder_load_s": time.perf_counter() - t0}
 gen = lambda: sorted(p.name for p in (path / json.loads((path / "manifest.json").read_text())["generation"]).iterdir())
+from kgrag_plugins.index.vector_cache import stored
 res["files_before"] = gen()
 t = time.perf_counter(); idx = KnowledgeIndex.open(path); res["open_s"] = time.perf_counter() - t
 t = time.perf_counter()
@@ -58,9 +68,70 @@ q1, q2 = ds.questions[0].question, ds.questions[1].question
 t = time.perf_counter(); r.retrieve(q1, 5); res["first_query_s"] = time.perf_counter() - t
 t = time.perf_counter(); r.retrieve(q2, 5); res["second_query_s"] = time.perf_counter() - t
 res["files_after"] = gen()
+res["vectors"] = stored(path / json.loads((path / "manifest.json").read_text())["generation"])
 res["passages"] = len(idx.passages)
 print("RESULT " + json.dumps(res))
 """
+
+
+#: Which precompute kinds each cached index gets (the translator reads the ParseKG index only).
+_KINDS_OF = {"mentions": ("entities", "triples"), "parsekg": ("translator",)}
+_VECTOR_STEMS = ("entity_vectors", "triple_vectors", "translator_windows", "translator_entity_vectors")
+
+_PREPARE = r"""
+import json, sys, time
+from pathlib import Path
+from kgrag_plugins.datasets import load_dataset
+from kgrag_plugins.datasets.indexes import _slug, dataset_index, default_cache_dir
+from kgrag_plugins.index import vector_cache as vc
+from kgrag_plugins.models.embed import default_embedder
+dataset, builder, kinds, stems = sys.argv[1], sys.argv[2], sys.argv[3].split(","), sys.argv[6].split(",")
+fresh, build = sys.argv[4] == "1", sys.argv[5] == "1"
+ds = load_dataset(dataset)
+emb = default_embedder()
+path = default_cache_dir() / (f"{_slug(ds.name)}-{ds.corpus_hash()}-{_slug(emb.name)}-{builder}")
+res = {"index": path.name}
+if not (path / "manifest.json").is_file() and not build:
+    print("RESULT " + json.dumps({**res, "error": "no cached index (--build-missing builds it)"})); sys.exit()
+t = time.perf_counter(); idx, reused = dataset_index(ds, embedder=emb, builder=builder, progress=False)
+res["build_s" if not reused else "open_s"] = time.perf_counter() - t
+gdir = idx.path / idx.manifest["generation"]
+if fresh:
+    res["deleted"] = sorted(p.name for s in stems for p in gdir.glob(s + ".*") if p.suffix in (".npy", ".json"))
+    for name in res["deleted"]:
+        (gdir / name).unlink()
+    idx = type(idx).open(idx.path, embedder=emb)
+res["precompute_s"] = vc.precompute(idx, [k for k in kinds if k])
+res["stored"] = vc.stored(gdir)
+res["counts"] = idx.counts
+print("RESULT " + json.dumps(res))
+"""
+
+
+def prepare(dataset: str, builder: str, kinds: list[str], fresh: bool, build: bool) -> dict[str, Any]:
+    """Store the ``kinds`` vectors of the cached ``builder`` index (one process, no time limit)."""
+    t = time.perf_counter()
+    args = [dataset, builder, ",".join(kinds), str(int(fresh)), str(int(build)), ",".join(_VECTOR_STEMS)]
+    proc = subprocess.run(
+        [sys.executable, "-c", _PREPARE, *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "KGRAG_PROGRESS": "0"},
+    )
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    if line is None:
+        return {"error": (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]}
+    res = json.loads(line[7:])
+    res["process_s"] = time.perf_counter() - t
+    return _rounded(res)
+
+
+def _rounded(x: Any) -> Any:
+    if isinstance(x, float):
+        return round(x, 3)
+    if isinstance(x, dict):
+        return {k: _rounded(v) for k, v in x.items()}
+    return x
 
 
 def measure(name: str, dataset: str, timeout: float) -> dict[str, Any]:
@@ -81,7 +152,7 @@ def measure(name: str, dataset: str, timeout: float) -> dict[str, Any]:
     res = json.loads(line[7:])
     res["process_s"] = time.perf_counter() - t
     res["new_files"] = sorted(set(res.pop("files_after")) - set(res.pop("files_before")))
-    return {k: round(v, 3) if isinstance(v, float) else v for k, v in res.items()}
+    return _rounded(res)
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -103,6 +174,22 @@ def markdown(report: dict[str, Any]) -> str:
             f"| {name} | {r['open_s']:.2f} | {r['construct_s']:.2f} | {r['first_query_s']:.2f} | "
             f"{r['second_query_s']:.3f} | {over} | {new} |"
         )
+    for builder, r in report.get("precompute", {}).items():
+        lines += ["", f"One-time cost, the `{builder}` index ({r.get('index', '?')}):"]
+        if "error" in r:
+            lines.append(f"{r['error']}")
+            continue
+        built = f"built in {r['build_s']:.0f} s; " if r.get("build_s") is not None else ""
+        done = ", ".join(f"{k} {v:.1f} s" for k, v in r.get("precompute_s", {}).items())
+        lines += [
+            f"{built}precompute ({done}).",
+            "",
+            "| stored vectors | rows | embedding s | MB |",
+            "|---|---|---|---|",
+        ]
+        for f, v in r.get("stored", {}).items():
+            secs = f"{v['seconds']:.1f}" if v.get("seconds") is not None else "(not recorded)"
+            lines.append(f"| {f} | {v.get('rows') or '?'} | {secs} | {v['bytes'] / 1e6:.1f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -112,12 +199,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--retrievers", default=",".join(RETRIEVERS))
     p.add_argument("--timeout", type=float, default=600.0)
     p.add_argument("--out", default=str(OUT))
+    p.add_argument("--precompute", default="", help="store these vectors first: entities,triples,translator")
+    p.add_argument("--fresh", action="store_true", help="with --precompute: delete stored vectors first")
+    p.add_argument("--build-missing", action="store_true", help="with --precompute: build missing cached indexes")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     report: dict[str, Any] = {"command": "python benchmarks/first_query.py " + " ".join(argv or sys.argv[1:])}
     report.update(dataset=args.dataset, date=time.strftime("%Y-%m-%d"), cpus=os.cpu_count(), retrievers={})
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    kinds = [k for k in args.precompute.split(",") if k]
+    if kinds:
+        report["precompute"] = {}
+        for builder, own in _KINDS_OF.items():
+            res = prepare(args.dataset, builder, [k for k in kinds if k in own], args.fresh, args.build_missing)
+            report["precompute"][builder] = res
+            log.info("precompute %s: %s", builder, res)
+            out.write_text(json.dumps(report, indent=2) + "\n")
     for name in [r for r in args.retrievers.split(",") if r]:
         res = measure(name, args.dataset, args.timeout)
         report["passages"] = res.get("passages", report.get("passages"))

@@ -58,9 +58,19 @@ def _cmd_bench_qa(args: argparse.Namespace) -> int:
     finally:
         close()
     print(qa_markdown_table(report))
+    _print_llm_usage(report)
     if args.out:
         print(f"wrote {args.out}")
     return 0
+
+
+def _print_llm_usage(report: dict) -> None:
+    """The bench's closing line when any LLM was called: calls, tokens, seconds in LLM calls."""
+    from .eval.bench import llm_usage_summary
+
+    line = llm_usage_summary(report)
+    if line:
+        print(line)
 
 
 def _int_list(text: str) -> list[int]:
@@ -104,6 +114,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         slice_corpus=args.slice_corpus,
     )
     print(markdown_table(report))
+    _print_llm_usage(report)
     if args.out:
         print(f"wrote {args.out}")
     return 0
@@ -112,6 +123,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 def _cmd_index(args: argparse.Namespace) -> int:
     from .datasets.loaders import load_corpus_jsonl
     from .index.store import KnowledgeIndex
+    from .index.vector_cache import check_kinds, precompute
 
     if not args.corpus and not args.kg:
         raise ValueError("give --corpus FILE.jsonl (documents) and/or --kg FILE --format F (a curated KG)")
@@ -135,10 +147,13 @@ def _cmd_index(args: argparse.Namespace) -> int:
     settings = {"corpus": str(args.corpus) if args.corpus else None, "kg": str(args.kg) if args.kg else None}
     if load_report is not None:
         settings["kg_load"] = load_report.to_dict()
+    kinds = [k.strip() for k in args.precompute.split(",") if k.strip()]
+    check_kinds(kinds)  # before the build, not after it
     if args.engine == "ray":  # per-passage work on Ray, merged into one index (docs/ray.md)
         from .index.ray_build import build_index_cli
 
         index = build_index_cli(args, passages, graph, llm is not None, settings)
+        index.manifest["timings"].update({f"precompute_{k}_s": v for k, v in precompute(index, kinds).items()})
     else:
         index = KnowledgeIndex.build(
             passages,
@@ -147,6 +162,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
             graph=graph,
             llm=llm,
             entity_vectors=args.entity_vectors,
+            precompute=kinds,
             settings=settings,
             progress=True,
         )
@@ -318,7 +334,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="MODEL",
         help="answer sample questions with a real LLM, from activation-retrieved passages and closed-book "
-        "(smollm2 = SmolLM2-135M-Instruct in-process; or local:PATH, vllm:PATH, an endpoint URL)",
+        "(smollm2 = SmolLM2-135M-Instruct in-process; or local:PATH, vllm:PATH, ollama:MODEL[@URL], "
+        "litellm:MODEL, an endpoint URL)",
     )
     d.set_defaults(func=_cmd_demo)
 
@@ -336,9 +353,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--llm",
         default=None,
-        metavar="URL|vllm:PATH|local:MODEL|scripted",
+        metavar="URL|vllm:PATH|local:MODEL|ollama:MODEL[@URL]|litellm:MODEL|scripted",
         help="--qa: an OpenAI-compatible endpoint, a model for a managed `vllm serve`, an in-process model "
-        "(local:smollm2), or the scripted LLM (default: $KGRAG_LLM_BASE_URL)",
+        "(local:smollm2), an Ollama model (ollama:smollm2:135m), a LiteLLM model string, or the scripted LLM "
+        "(default: $KGRAG_LLM_BASE_URL)",
     )
     b.add_argument("--llm-deadline", type=float, default=None, metavar="SECONDS", help="--qa: seconds per LLM call")
     b.add_argument("--max-tokens", type=int, default=None, metavar="N", help="--qa: default reply budget in tokens")
@@ -433,6 +451,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--on-error", choices=["skip", "raise"], default="skip", help="bad KG lines: skip and count, or stop"
     )
     i.add_argument("--entity-vectors", action="store_true", help="embed entities now (default: on first use)")
+    i.add_argument(
+        "--precompute",
+        default="",
+        metavar="KINDS",
+        help="vectors to embed and store now instead of on a first query, comma-separated: entities, triples, "
+        "translator (default: none; see docs/scale.md, 'First query after open')",
+    )
     i.add_argument(
         "--out", "--index", dest="out", type=Path, required=True, metavar="DIR", help="the index directory to write"
     )

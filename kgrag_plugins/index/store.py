@@ -55,7 +55,7 @@ from ..models.embed import Embedder, as_embedder, default_embedder
 from ..types import Passage
 from . import vector_cache as _vc
 from .builders import run_builder
-from .embedding import embed_passages, entity_text
+from .embedding import embed_passages
 from .embedding import entity_vectors as _entity_vectors
 from .errors import IndexCorruptError, IndexLockedError, IndexWriteError, is_disk_full
 from .graph import KnowledgeGraph
@@ -172,6 +172,7 @@ class KnowledgeIndex:
                 replaced only once the new one is complete).
         """
         passages = _check_passages(passages, allow_empty=graph is not None and builder is None)
+        _vc.check_kinds(precompute)
         # ours, a LangChain Embeddings or a LlamaIndex BaseEmbedding
         embedder = as_embedder(embedder) if embedder is not None else default_embedder()
         timings: dict[str, float] = {}
@@ -531,7 +532,8 @@ class KnowledgeIndex:
             os.replace(tmp, gdir / name)
         except OSError as e:  # a cache only: keep the array in memory and go on
             tmp.unlink(missing_ok=True)
-            log.warning("could not store %s in %s (%s); it is kept in memory only", name, gdir, e)
+            level = logging.DEBUG if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else logging.WARNING
+            log.log(level, "could not store %s in %s (%s); it is kept in memory only", name, gdir, e)
 
     # ------------------------------------------------------------------ incremental updates
     def add_passages(self, passages: Sequence[Passage], *, llm: Any = None, progress: bool = True) -> dict[str, Any]:

@@ -45,6 +45,7 @@ __all__ = [
     "KINDS",
     "cached",
     "carry",
+    "check_kinds",
     "entity_texts",
     "fingerprint",
     "load",
@@ -278,12 +279,17 @@ def stored(gdir: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def precompute(index: Any, kinds: Sequence[str], *, progress: bool | None = None) -> dict[str, float]:
-    """Compute (or check) the vectors ``kinds`` (of :data:`KINDS`) of ``index`` now and store them
-    in its generation, so the first query after ``open`` embeds nothing. Returns seconds per kind."""
+def check_kinds(kinds: Sequence[str]) -> None:
+    """Raise ValueError for a kind :func:`precompute` does not know (checked before a build)."""
     bad = [k for k in kinds if k not in KINDS]
     if bad:
         raise ValueError(f"unknown precompute kind(s) {bad}; choose from {', '.join(KINDS)}")
+
+
+def precompute(index: Any, kinds: Sequence[str], *, progress: bool | None = None) -> dict[str, float]:
+    """Compute (or check) the vectors ``kinds`` (of :data:`KINDS`) of ``index`` now and store them
+    in its generation, so the first query after ``open`` embeds nothing. Returns seconds per kind."""
+    check_kinds(kinds)
     seconds: dict[str, float] = {}
     for kind in dict.fromkeys(kinds):
         t0 = time.perf_counter()

@@ -326,6 +326,7 @@ class DBTranslatorRetriever(Retriever):
         if self._same_parsekg():  # the index's cached name / window vectors are this ParseKG's
             view.load_derived = self.index.load_derived  # type: ignore[method-assign]
             view.save_derived = self.index.save_derived  # type: ignore[method-assign]
+            view.derived_path = self.index.derived_path  # type: ignore[method-assign]
         self.translator = TranslatorRetriever(view, **self.options)
 
     def _same_parsekg(self) -> bool:

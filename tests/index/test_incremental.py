@@ -116,13 +116,13 @@ def test_build_with_builder_saves_and_reopens(tmp_path, sample_corpus, sample_qu
 def test_entity_vectors_are_lazy_and_persisted(tmp_path):
     idx = _build(BASE, tmp_path / "idx")
     gdir = tmp_path / "idx" / idx.manifest["generation"]
-    assert idx._entity_vectors is None and not (gdir / "entity_vectors.npy").exists()
+    assert idx._entity_vectors is None and not list(gdir.glob("entity_vectors*.npy"))
     assert "embed_entities_s" not in idx.manifest["timings"]
     ev = idx.entity_vectors
     assert ev.shape == (idx.graph.num_entities, idx.embedder.dim)
     np.testing.assert_allclose(ev, _fresh_entity_vectors(idx), atol=1e-6)
-    assert (gdir / "entity_vectors.npy").is_file()
-    np.testing.assert_array_equal(np.load(gdir / "entity_vectors.npy"), ev)
+    (stored,) = gdir.glob("entity_vectors.*.npy")  # entity_vectors.<fingerprint>.npy (index/vector_cache.py)
+    np.testing.assert_array_equal(np.load(stored), ev)
     assert idx.entity_vectors is ev  # cached
 
     class NoEmbed(HashEmbedder):
@@ -140,7 +140,7 @@ def test_entity_vectors_are_lazy_and_persisted(tmp_path):
 def test_entity_vectors_at_build_time(tmp_path):
     idx = _build(BASE, tmp_path / "idx", "parsekg", entity_vectors=True)
     assert "embed_entities_s" in idx.manifest["timings"]
-    assert (tmp_path / "idx" / idx.manifest["generation"] / "entity_vectors.npy").is_file()
+    assert list((tmp_path / "idx" / idx.manifest["generation"]).glob("entity_vectors.*.npy"))
     np.testing.assert_allclose(idx._entity_vectors, _fresh_entity_vectors(idx), atol=1e-6)
 
 

@@ -35,6 +35,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ...index.builders.linking import name_key, title_base, usable_key
+from ...index.vector_cache import cached
 
 logger = logging.getLogger(__name__)
 
@@ -257,18 +258,15 @@ class EntityTranslator:
 
     def _pool_vectors(self, pool: _Pool) -> np.ndarray | None:
         """Name vectors of the forward pool (head entities), computed once and persisted in the
-        index generation as ``translator_entity_vectors.npy`` (reused while the pool size matches).
+        index generation as ``translator_entity_vectors.<fingerprint>.npy`` (reused while the names match).
         Reuses ``index.entity_vectors`` when the index already has them."""
         if pool.vectors is not None:
             return pool.vectors
         if getattr(self.index, "has_entity_vectors", False):
             pool.vectors = np.asarray(self.index.entity_vectors[pool.rows], dtype=np.float32)
             return pool.vectors
-        pool.vectors = self.index.load_derived(ENTITY_VECTORS_FILE, len(pool.ids))
-        if pool.vectors is None:
-            names = [self._names.get(e, e) for e in pool.ids]
-            pool.vectors = np.asarray(self.index.embedder.embed(names, progress=None), dtype=np.float32)
-            self.index.save_derived(ENTITY_VECTORS_FILE, pool.vectors)
+        names = [self._names.get(e, e) for e in pool.ids]
+        pool.vectors = cached(self.index, ENTITY_VECTORS_FILE, names, what="translator entity names")
         return pool.vectors
 
     def vectors_of(self, entity_ids: list[str]) -> np.ndarray:

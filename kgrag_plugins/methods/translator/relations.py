@@ -11,9 +11,10 @@ construction (the same guarantee constrained decoding gives).
 Decisions (docs/methods.md §3(d)): "token" here is a whitespace token (the LLM path counts
 tokenizer tokens; Part B's constraints); windows may start at any word boundary; spans that
 are only masks / punctuation are skipped. **Window vectors** are computed for the whole ParseKG
-once, on first use, and persisted in the index generation as ``translator_windows.npy`` (like
-``index.triple_vectors``), so a query costs one matrix-vector product per entity; the one-off
-cost is reported by :attr:`RelationTranslator.build_seconds` and in the benchmark JSON.
+once, on first use (or by ``kgrag index --precompute translator``), and persisted in the index
+generation as ``translator_windows.<fingerprint>.npy`` (like ``index.triple_vectors``), so a
+query costs one matrix-vector product per entity; the one-off cost is reported by
+:attr:`RelationTranslator.build_seconds` and in the benchmark JSON.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from ...index.vector_cache import cached
 
 logger = logging.getLogger(__name__)
 
@@ -84,16 +87,8 @@ class RelationTranslator:
             ws = windows_of(kg.hyperrelation(h), self.window, self.stride)
             texts.extend(ws)
             offsets[h + 1] = len(texts)
-        vectors = self.index.load_derived(VECTORS_FILE, len(texts)) if texts else None
-        if vectors is None:
-            dim = int(getattr(self.index.embedder, "dim", 0) or self.index.passages.vectors.shape[1])
-            vectors = (
-                np.asarray(self.index.embedder.embed(texts, progress=None), dtype=np.float32)
-                if texts
-                else np.zeros((0, dim), np.float32)
-            )
-            if texts:
-                self.index.save_derived(VECTORS_FILE, vectors)
+        # stored in the index generation under the texts' fingerprint (index/vector_cache.py)
+        vectors = cached(self.index, VECTORS_FILE, texts, what="relation windows")
         self._offsets, self._texts, self._vectors = offsets, texts, vectors
         self.build_seconds = time.perf_counter() - t0
         logger.info(

@@ -1,0 +1,247 @@
+"""Entity / triple / translator vectors persisted in the index generation (index/vector_cache.py,
+issue 36 item 4): reused by the next open, keyed by the texts' fingerprint, carried over updates,
+kept in memory in a read-only directory, recomputed when damaged."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import stat
+
+import numpy as np
+import pytest
+from conftest import HashEmbedder
+from small_corpus import CASH, OBAMA, SNOW
+
+from kgrag_plugins.index import vector_cache as vc
+from kgrag_plugins.index.store import KnowledgeIndex
+from kgrag_plugins.methods.translator.relations import VECTORS_FILE, RelationTranslator
+from kgrag_plugins.types import Passage
+
+TUBB = Passage(
+    "tubb", "Ernest Tubb recorded with Hank Snow in Nashville. Tubb was born in Crisp, Texas.", "Ernest Tubb"
+)
+
+
+class Counting(HashEmbedder):
+    """HashEmbedder that records what it embeds (``calls``: batch sizes, ``texts``: every text)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[int] = []
+        self.texts: list[str] = []
+
+    def embed(self, texts, *, progress=None):
+        self.calls.append(len(texts))
+        self.texts += list(texts)
+        return super().embed(texts, progress=progress)
+
+
+def _build(path, builder="mentions", **kw):
+    return KnowledgeIndex.build(
+        [CASH, SNOW, OBAMA], path, embedder=HashEmbedder(), builder=builder, progress=False, **kw
+    )
+
+
+def _gdir(idx):
+    return idx.path / idx.manifest["generation"]
+
+
+def _stored(idx, stem):
+    return sorted(_gdir(idx).glob(f"{stem}.*.npy"))
+
+
+def test_second_open_reuses_persisted_vectors(tmp_path):
+    idx = _build(tmp_path / "idx")
+    tv, ev = idx.triple_vectors, idx.entity_vectors
+    assert tv.shape == (idx.graph.num_triples, 64) and ev.shape == (idx.graph.num_entities, 64)
+    assert len(_stored(idx, "triple_vectors")) == 1 and len(_stored(idx, "entity_vectors")) == 1
+    report = json.loads(_stored(idx, "triple_vectors")[0].with_suffix(".json").read_text())
+    assert report["rows"] == idx.graph.num_triples and report["seconds"] >= 0
+    emb = Counting()
+    again = KnowledgeIndex.open(tmp_path / "idx", embedder=emb)
+    np.testing.assert_array_equal(again.triple_vectors, tv)
+    np.testing.assert_array_equal(again.entity_vectors, ev)
+    assert emb.calls == []  # nothing embedded: both read from the generation
+
+
+def test_precompute_at_build_then_first_query_embeds_nothing(tmp_path):
+    idx = _build(tmp_path / "idx", precompute=("triples", "entities"))
+    assert {"precompute_triples_s", "precompute_entities_s"} <= set(idx.manifest["timings"])
+    assert _stored(idx, "triple_vectors") and _stored(idx, "entity_vectors")
+    emb = Counting()
+    again = KnowledgeIndex.open(tmp_path / "idx", embedder=emb)
+    from kgrag_plugins.methods.sa_rag import SARAGRetriever
+
+    SARAGRetriever(again, k=1).retrieve("Hank Snow country singer", 2)
+    graph_texts = set(vc.triple_texts(again.graph)) | set(vc.entity_texts(again.graph))
+    assert emb.calls and not graph_texts & set(emb.texts)  # the query's texts only
+    with pytest.raises(ValueError, match="unknown precompute"):
+        _build(tmp_path / "other", precompute=("tripels",))
+
+
+def test_fingerprint_mismatch_recomputes(tmp_path):
+    idx = _build(tmp_path / "idx")
+    idx.triple_vectors
+    (old,) = _stored(idx, "triple_vectors")
+    # the same row count but other texts: the fingerprint (the file name) does not match
+    texts = vc.triple_texts(idx.graph)
+    assert vc.load(_gdir(idx) / vc.TRIPLES, vc.fingerprint(idx.embedder, texts), len(texts)) is not None
+    assert vc.load(_gdir(idx) / vc.TRIPLES, vc.fingerprint(idx.embedder, texts[::-1]), len(texts)) is None
+    # another embedder (name or dim): another fingerprint
+    assert vc.fingerprint(HashEmbedder(name="test/other"), texts) != vc.fingerprint(idx.embedder, texts)
+    assert vc.fingerprint(HashEmbedder(dim=32), texts) != vc.fingerprint(idx.embedder, texts)
+    # the stored vectors are wrong for these texts (e.g. a changed verbaliser): recomputed, old file gone
+    emb = Counting()
+    again = KnowledgeIndex.open(tmp_path / "idx", embedder=emb)
+    again.graph.names = lambda: {e: n.upper() + "!" for e, n in idx.graph.names().items()}  # other texts
+    tv = again.triple_vectors
+    assert emb.calls == [idx.graph.num_triples]
+    (new,) = _stored(again, "triple_vectors")
+    assert new != old and not old.exists()
+    np.testing.assert_allclose(tv, emb.embed(vc.triple_texts(again.graph)), atol=1e-6)
+
+
+def test_add_and_delete_carry_vectors_of_unchanged_texts(tmp_path):
+    idx = _build(tmp_path / "idx")
+    idx.triple_vectors, idx.entity_vectors
+    emb = Counting()
+    idx = KnowledgeIndex.open(tmp_path / "idx", embedder=emb)
+    old_gen = idx.manifest["generation"]
+    idx.add_passages([TUBB], progress=False)
+    assert idx.manifest["generation"] != old_gen
+    fresh_t, fresh_e = emb.embed(vc.triple_texts(idx.graph)), emb.embed(vc.entity_texts(idx.graph))
+    emb.calls.clear()
+    again = KnowledgeIndex.open(tmp_path / "idx", embedder=emb)
+    np.testing.assert_allclose(again.triple_vectors, fresh_t, atol=1e-6)  # old rows carried, new ones embedded
+    np.testing.assert_allclose(again.entity_vectors, fresh_e, atol=1e-6)
+    assert emb.calls == []  # stored by the update
+    # the update embedded only texts that were new or changed
+    emb2 = Counting()
+    idx2 = KnowledgeIndex.open(tmp_path / "idx", embedder=emb2)
+    before = idx2.graph.num_triples
+    idx2.delete_passages(["tubb"])
+    assert sum(emb2.calls) < before  # a delete embeds at most the descriptions it changed
+    check = Counting()
+    again = KnowledgeIndex.open(tmp_path / "idx", embedder=check)
+    np.testing.assert_allclose(again.triple_vectors, emb.embed(vc.triple_texts(again.graph)), atol=1e-6)
+    np.testing.assert_allclose(again.entity_vectors, emb.embed(vc.entity_texts(again.graph)), atol=1e-6)
+    assert check.calls == []
+
+
+def test_update_embeds_only_new_texts(tmp_path):
+    idx = _build(tmp_path / "idx", precompute=("triples", "entities"))
+    emb = Counting()
+    idx = KnowledgeIndex.open(tmp_path / "idx", embedder=emb)
+    old = set(vc.triple_texts(idx.graph)) | set(vc.entity_texts(idx.graph))
+    idx.add_passages([TUBB], progress=False)
+    new = set(vc.triple_texts(idx.graph)) | set(vc.entity_texts(idx.graph))
+    graph_texts = [t for t in emb.texts if t in new]
+    assert graph_texts and set(graph_texts) <= new - old  # only the new or changed texts
+    assert len(graph_texts) < len(new)
+
+
+def test_read_only_directory_keeps_vectors_in_memory(tmp_path, caplog):
+    idx = _build(tmp_path / "idx")
+    gdir = _gdir(idx)
+    mode = gdir.stat().st_mode
+    os.chmod(gdir, stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        if os.access(gdir, os.W_OK):
+            pytest.skip("running as a user that writes into read-only directories (root)")
+        again = KnowledgeIndex.open(tmp_path / "idx", embedder=HashEmbedder())
+        with caplog.at_level(logging.DEBUG, logger="kgrag_plugins.index.vector_cache"):
+            tv = again.triple_vectors
+        assert tv.shape == (again.graph.num_triples, 64) and again.triple_vectors is tv
+        assert not _stored(again, "triple_vectors")
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+        assert any("kept in memory" in r.getMessage() for r in caplog.records)
+    finally:
+        os.chmod(gdir, mode)
+
+
+def test_read_only_save_is_a_debug_message(tmp_path, caplog, monkeypatch):
+    """The same as above where root ignores permissions: os.replace failing with EROFS."""
+    import errno
+
+    idx = _build(tmp_path / "idx")
+
+    def refuse(*a, **k):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(vc.os, "replace", refuse)
+    with caplog.at_level(logging.DEBUG, logger="kgrag_plugins.index.vector_cache"):
+        tv = idx.triple_vectors
+    assert tv.shape == (idx.graph.num_triples, 64) and idx.triple_vectors is tv
+    assert not _stored(idx, "triple_vectors") and not list(_gdir(idx).glob(".*tmp*"))
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert any("kept in memory" in r.getMessage() for r in caplog.records)
+
+
+def test_corrupt_file_is_recomputed_with_a_warning(tmp_path, caplog):
+    idx = _build(tmp_path / "idx")
+    tv = idx.triple_vectors
+    (path,) = _stored(idx, "triple_vectors")
+    path.write_bytes(b"\x93NUMPY garbage")
+    emb = Counting()
+    again = KnowledgeIndex.open(tmp_path / "idx", embedder=emb)
+    with caplog.at_level(logging.WARNING, logger="kgrag_plugins.index.vector_cache"):
+        np.testing.assert_allclose(again.triple_vectors, tv, atol=1e-6)
+    assert emb.calls == [again.graph.num_triples]
+    assert any("damaged" in r.getMessage() and path.name in r.getMessage() for r in caplog.records)
+    np.testing.assert_allclose(np.load(path), tv, atol=1e-6)  # repaired in place
+    # a wrong shape too
+    np.save(path, np.zeros((1, 64), np.float32))
+    third = KnowledgeIndex.open(tmp_path / "idx", embedder=HashEmbedder())
+    np.testing.assert_allclose(third.triple_vectors, tv, atol=1e-6)
+
+
+def test_legacy_unfingerprinted_file_is_used_when_rows_fit(tmp_path):
+    idx = _build(tmp_path / "idx")
+    tv = idx.triple_vectors
+    (path,) = _stored(idx, "triple_vectors")
+    os.replace(path, _gdir(idx) / vc.TRIPLES)  # as written before fingerprints
+    emb = Counting()
+    again = KnowledgeIndex.open(tmp_path / "idx", embedder=emb)
+    np.testing.assert_array_equal(again.triple_vectors, tv)
+    assert emb.calls == []
+
+
+def test_translator_windows_persist_under_their_fingerprint(tmp_path):
+    idx = _build(tmp_path / "idx", builder="parsekg", precompute=("translator",))
+    assert _stored(idx, VECTORS_FILE.removesuffix(".npy"))
+    emb = Counting()
+    again = KnowledgeIndex.open(tmp_path / "idx", embedder=emb)
+    RelationTranslator(again).ensure()
+    assert emb.calls == []
+    # other windows (another window size): other texts, recomputed
+    RelationTranslator(again, window=3, stride=2).ensure()
+    assert len(emb.calls) == 1
+
+
+def test_in_memory_index_needs_no_directory():
+    idx = KnowledgeIndex.build([CASH, SNOW], embedder=HashEmbedder(), builder="mentions", progress=False)
+    assert idx.triple_vectors.shape == (idx.graph.num_triples, 64)
+    idx.add_passages([TUBB], progress=False)
+    assert idx._triple_vectors is not None and len(idx._triple_vectors) == idx.graph.num_triples
+    np.testing.assert_allclose(idx._triple_vectors, idx.embedder.embed(vc.triple_texts(idx.graph)), atol=1e-6)
+
+
+def test_cli_index_precompute(tmp_path, monkeypatch, capsys):
+    from kgrag_plugins.cli import main
+    from kgrag_plugins.index import store
+
+    monkeypatch.setattr(store, "default_embedder", HashEmbedder)
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(p.to_dict()) + "\n" for p in (CASH, SNOW, OBAMA)))
+    assert main(["index", "--corpus", str(corpus), "--precompute", "tripels", "--out", str(tmp_path / "x")]) == 2
+    assert "unknown precompute" in capsys.readouterr().err and not (tmp_path / "x").exists()  # before the build
+    args = ["index", "--corpus", str(corpus), "--builder", "mentions", "--precompute", "triples,entities"]
+    assert main([*args, "--out", str(tmp_path / "idx")]) == 0
+    timings = json.loads(capsys.readouterr().out)["timings"]
+    assert {"precompute_triples_s", "precompute_entities_s"} <= set(timings)
+    emb = Counting()
+    idx = KnowledgeIndex.open(tmp_path / "idx", embedder=emb)
+    assert idx.triple_vectors.shape == (idx.graph.num_triples, 64) and idx._entity_vectors is not None
+    assert emb.calls == []
