@@ -203,6 +203,10 @@ def filtered_ranks(
 
     n = known.num_entities
     out = np.zeros(len(queries), dtype=np.float64)
+    # ranks are counted on the CPU: a model on a GPU returns its scores there (a no-op on the CPU)
+    all_on_gpu, pairs_on_gpu = score_all, score_pairs
+    score_all = lambda *a: all_on_gpu(*a).cpu()  # noqa: E731
+    score_pairs = lambda *a: pairs_on_gpu(*a).cpu()  # noqa: E731
     bar = tqdm(total=len(queries), desc=desc, unit="q", disable=not progress_enabled(progress), leave=False)
     with torch.no_grad():
         for s in range(0, len(queries), batch_size):
