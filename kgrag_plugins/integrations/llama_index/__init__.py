@@ -5,7 +5,8 @@ Needs the ``llama-index`` extra (``pip install 'kgrag-plugins[llama-index]'``). 
 (``Evidence`` -> ``NodeWithScore``), ``llm`` (:class:`LlamaIndexLLM`, :class:`KGRAGLlamaLLM`),
 ``build`` (:func:`build_index`, :func:`as_retriever`, :func:`as_query_engine`), ``embeddings``
 (:class:`KGRAGEmbedding`, :class:`LlamaIndexEmbedder`), ``graph_store`` (PropertyGraphStore import /
-export), ``prompt_mixin`` (``get_prompts`` / ``update_prompts``). See docs/frameworks.md.
+export), ``prompt_mixin`` (``get_prompts`` / ``update_prompts``), ``instrumentation`` (per-step spans and
+events on LlamaIndex's instrumentation dispatcher). See docs/frameworks.md.
 
 Example::
 
@@ -27,6 +28,7 @@ from .graph_store import (  # noqa: E402
     graph_to_property_graph_store,
     passages_from_property_graph_store,
 )
+from .instrumentation import KGRAGRetrievalEvent, KGRAGStepEvent  # noqa: E402
 from .know3 import KGEVerifierPostprocessor, Know3QueryEngine  # noqa: E402
 from .llm import KGRAGLlamaLLM, LlamaIndexLLM  # noqa: E402
 from .nodes import evidence_to_nodes, fact_to_node, passage_to_node  # noqa: E402
@@ -39,6 +41,8 @@ __all__ = [
     "KGEVerifierPostprocessor",
     "KGRAGEmbedding",
     "KGRAGLlamaLLM",
+    "KGRAGRetrievalEvent",
+    "KGRAGStepEvent",
     "KGRetriever",
     "Know3QueryEngine",
     "LlamaIndexEmbedder",

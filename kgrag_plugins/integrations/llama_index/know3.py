@@ -25,6 +25,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from ...methods.know3.verify import KGVerifier
 from ...models.llm import as_llm
 from ...types import Passage
+from .instrumentation import KGRAGStepEvent, dispatcher, emit_evidence
 from .nodes import evidence_to_nodes
 
 __all__ = ["KGEVerifierPostprocessor", "Know3QueryEngine"]
@@ -85,6 +86,14 @@ class KGEVerifierPostprocessor(BaseNodePostprocessor):
             n.node.metadata["kge_score"] = s["score"]
             n.node.metadata["kge_reason"] = s["reason"]
         bad = [s["score"] is not None and s["score"] >= theta for s in scores]
+        dispatcher.event(
+            KGRAGStepEvent(
+                method="kge-verifier",
+                step="verify",
+                count=len(nodes),
+                data={"accepted": len(nodes) - sum(bad), "rejected": sum(bad), "mode": self.mode, "theta": theta},
+            )
+        )
         if self.mode == "drop":
             return [n for n, b in zip(nodes, bad) if not b]
         return [n for n, b in zip(nodes, bad) if not b] + [n for n, b in zip(nodes, bad) if b]
@@ -133,6 +142,8 @@ class Know3QueryEngine(BaseQueryEngine):
     def _query(self, query_bundle: QueryBundle) -> Response:
         ans = self._loop.run(query_bundle.query_str, self._k)
         ev = ans.evidence
+        if ev is not None:
+            emit_evidence(ev, self._loop.name)  # base steps + verify (.instrumentation)
         nodes = evidence_to_nodes(ev, retriever=self._loop.name) if ev is not None else []
         meta = {**ans.metadata, "know3": (ev.trace.get("know3") if ev is not None else None)}
         return Response(response=ans.text, source_nodes=nodes, metadata=meta)

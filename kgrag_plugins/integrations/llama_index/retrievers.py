@@ -10,7 +10,9 @@ Passages come first (in the method's order), then at most ``max_facts`` facts (d
 from the index's vectors; ``score="method"`` keeps the method's own scale), so LlamaIndex's
 ``SimilarityPostprocessor(similarity_cutoff=...)`` reads them; the method's score is in
 ``metadata["method_score"]``. Only ``title`` is shown to the LLM / embedder; the other metadata
-keys are excluded from both. The last ``Evidence`` (with its trace: seeds, activation rounds, ...)
+keys are excluded from both. Each retrieval runs in a ``<Class>._retrieve`` span (inside LlamaIndex's
+``retrieve`` span) with one child span and ``KGRAGStepEvent`` per method step (:mod:`.instrumentation`).
+The last ``Evidence`` (with its trace: seeds, activation rounds, ...)
 is kept on the retriever as ``last_evidence`` / ``last_trace`` instead of being copied into every
 node. ``get_prompts()`` / ``update_prompts()`` expose the LLM prompts of the wrapped method
 (:mod:`.prompt_mixin`).
@@ -38,6 +40,7 @@ from ...models.llm import as_llm
 from ...names import resolve_name
 from ...types import Evidence
 from .._common import DEFAULT_MAX_FACTS, scored_items
+from .instrumentation import dispatcher, emit_evidence
 from .nodes import item_to_node
 from .prompt_mixin import method_prompts, update_method_prompts
 
@@ -96,6 +99,7 @@ class KGRetriever(BaseRetriever):
 
     def _to_nodes(self, evidence: Evidence) -> list[NodeWithScore]:
         self.last_evidence = evidence
+        emit_evidence(evidence, getattr(self.retriever, "name", ""))  # step spans + events (.instrumentation)
         items = scored_items(
             evidence,
             index=getattr(self.retriever, "index", None),
@@ -113,9 +117,11 @@ class KGRetriever(BaseRetriever):
     def _update_prompts(self, prompts: PromptDictType) -> None:
         update_method_prompts(self.retriever, prompts)
 
+    @dispatcher.span
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return self._to_nodes(self.retriever.retrieve(query_bundle.query_str, self.similarity_top_k))
 
+    @dispatcher.span
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return self._to_nodes(await self.retriever.aretrieve(query_bundle.query_str, self.similarity_top_k))
 
