@@ -37,7 +37,7 @@ def main() -> None:
     from safetensors.torch import load_file, save_file
 
     from kgrag_plugins.models.local_models import prepare_model
-    from kgrag_plugins.train.sft_cache import load_sft_data
+    from kgrag_plugins.train.sft_pairs import load_sft_data
     from kgrag_plugins.train.translator import train_translator
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -76,7 +76,7 @@ def _tuning_options(args: argparse.Namespace, recipe: str) -> dict[str, Any]:
 
 def _cmd_translator(args: argparse.Namespace) -> int:
     from .train.lora import QLoRAUnavailableError
-    from .train.sft_cache import load_sft_data
+    from .train.sft_pairs import load_sft_data
     from .train.translator import train_translator
 
     out = _need_out(args)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import importlib
 import json
 import logging
 import os
@@ -50,6 +51,7 @@ __all__ = [
     "fingerprint",
     "load",
     "precompute",
+    "register_precompute",
     "save",
     "stored",
     "triple_texts",
@@ -60,6 +62,18 @@ ENTITIES, TRIPLES = "entity_vectors.npy", "triple_vectors.npy"
 #: relation-window and head-entity name vectors (ParseKG indexes).
 KINDS = ("entities", "triples", "translator")
 _READ_ONLY = {errno.EACCES, errno.EPERM, errno.EROFS}
+#: kinds a method package computes (the package that registers each, imported on first use): the
+#: index layer knows their names, not the methods
+_PROVIDERS = {"translator": "kgrag_plugins.methods.translator"}
+_PRECOMPUTERS: dict[str, Callable[[Any], None]] = {}
+
+
+def register_precompute(kind: str, fn: Callable[[Any], None]) -> None:
+    """Let a method package compute its vectors of ``kind`` for :func:`precompute` (``fn(index)``
+    stores them through :func:`cached`)."""
+    if kind not in _PROVIDERS:
+        raise ValueError(f"unknown precompute kind {kind!r}; known method kinds: {', '.join(_PROVIDERS)}")
+    _PRECOMPUTERS[kind] = fn
 
 
 def fingerprint(embedder: Any, texts: Sequence[str]) -> str:
@@ -297,11 +311,9 @@ def precompute(index: Any, kinds: Sequence[str], *, progress: bool | None = None
             index._entity_vectors = graph_vectors(index, ENTITIES, progress)
         elif kind == "triples" and index.graph.num_triples:
             index._triple_vectors = graph_vectors(index, TRIPLES, progress)
-        elif kind == "translator" and getattr(index, "parsekg", None) is not None:
-            from ..methods.translator.entities import EntityTranslator
-            from ..methods.translator.relations import RelationTranslator
-
-            RelationTranslator(index).ensure()
-            EntityTranslator(index).prepare()
+        elif kind in _PROVIDERS and getattr(index, "parsekg", None) is not None:
+            if kind not in _PRECOMPUTERS:  # the method package registers its step when imported
+                importlib.import_module(_PROVIDERS[kind])
+            _PRECOMPUTERS[kind](index)
         seconds[kind] = time.perf_counter() - t0
     return seconds

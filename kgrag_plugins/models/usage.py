@@ -192,12 +192,9 @@ def _load_encoder() -> Any:
     with _ENCODER_LOCK:
         if _ENCODER is None:
             try:
-                import importlib
-
                 import tiktoken
 
-                # sets TIKTOKEN_CACHE_DIR to a bundled cache (offline use); imports no framework
-                importlib.import_module("kgrag_plugins.integrations")
+                # TIKTOKEN_CACHE_DIR (the bundled, offline cache) was set when kgrag_plugins was imported
                 _ENCODER = tiktoken.get_encoding("cl100k_base")
             except Exception:  # noqa: BLE001 - no tiktoken / no cached encoding: count characters
                 _ENCODER = False

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..config import cache_dir
 
-__all__ = ["BUILD_VERSION", "cached_sft_data", "load_sft_data", "sft_fingerprint"]
+__all__ = ["BUILD_VERSION", "cached_sft_data", "sft_fingerprint"]
 
 logger = logging.getLogger(__name__)
 
@@ -89,33 +89,3 @@ def cached_sft_data(
         tmp.write_text(text, encoding="utf-8")
         tmp.replace(path)
     return records, stats, False
-
-
-def load_sft_data(path: str | Path) -> list[Any]:
-    """The :class:`~.translator.SFTExample` pairs of a JSONL written by
-    :func:`~.translator.save_sft_data` (a run's ``OUT/sft_data.jsonl``), so a machine without the
-    benchmark data (a GPU box) trains on pairs built elsewhere. A line that is not a JSON object
-    with ``prompt`` and ``completion`` is a ``ValueError`` naming the line."""
-    from dataclasses import fields
-
-    from .translator import SFTExample
-
-    names = {f.name for f in fields(SFTExample)}
-    out: list[SFTExample] = []
-    with Path(path).open(encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{n}: not JSON ({e.msg})") from None
-            if not isinstance(rec, dict) or not all(
-                isinstance(rec.get(k), str) and rec[k] for k in ("prompt", "completion")
-            ):
-                raise ValueError(f"{path}:{n}: an SFT pair needs non-empty string 'prompt' and 'completion'")
-            kept = {k: str(v) for k, v in rec.items() if k in names}
-            out.append(SFTExample(**{k: kept.get(k, "") for k in names}))
-    if not out:
-        raise ValueError(f"{path}: no SFT pairs")
-    return out

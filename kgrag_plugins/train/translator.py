@@ -53,7 +53,7 @@ import logging
 import re
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ..config import progress_enabled
+from .sft_pairs import SFTExample, save_sft_data
 
 logger = logging.getLogger(__name__)
 
@@ -94,24 +95,6 @@ class HopStep:
     tail: str
     passage_id: str
     source: str = ""
-
-
-@dataclass(frozen=True)
-class SFTExample:
-    """One training pair: ``prompt`` (prompt ❶) -> ``completion`` (``ENTITY@@ RELATION``)."""
-
-    prompt: str
-    completion: str
-    question: str
-    head: str
-    relation: str
-    tail: str
-    window: str
-    passage_id: str
-    source: str = ""
-
-    def to_record(self) -> dict[str, str]:
-        return asdict(self)
 
 
 @dataclass
@@ -470,16 +453,6 @@ def _load(
             row = json.loads(line)
             by_id[row["id"]] = (str(row.get("title") or ""), str(row.get("text") or ""))
     return items[:limit], by_id
-
-
-def save_sft_data(examples: Sequence[SFTExample], path: str | Path) -> Path:
-    """Write the pairs as JSONL (``prompt``, ``completion`` and the provenance fields)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as f:
-        for ex in examples:
-            f.write(json.dumps(ex.to_record(), ensure_ascii=False) + "\n")
-    return path
 
 
 # ------------------------------------------------------------------ training

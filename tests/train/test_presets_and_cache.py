@@ -48,7 +48,7 @@ def test_epochs_flag_wins_over_the_preset():
 
 
 def test_sft_data_file_round_trips_and_bad_lines_are_named(tmp_path):
-    from kgrag_plugins.train.sft_cache import load_sft_data
+    from kgrag_plugins.train.sft_pairs import load_sft_data
     from kgrag_plugins.train.translator import SFTExample, save_sft_data
 
     pairs = [

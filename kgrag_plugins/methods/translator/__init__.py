@@ -6,9 +6,21 @@
 :mod:`.constraints` / :mod:`.decoding` (constrained decoding backends).
 """
 
+from typing import Any
+
+from ...index.vector_cache import register_precompute
 from .entities import EntityTranslator, LLMFreeBackend
 from .relations import RelationTranslator
 from .retriever import BEAMS, DEFAULT_BEAMS, TranslatorRetriever, beams_for
+
+
+def _precompute(index: Any) -> None:
+    """``kgrag index --precompute translator``: relation-window and head-entity name vectors."""
+    RelationTranslator(index).ensure()
+    EntityTranslator(index).prepare()
+
+
+register_precompute("translator", _precompute)
 
 __all__ = [
     "BEAMS",
