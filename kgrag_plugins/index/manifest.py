@@ -105,8 +105,8 @@ def load_optional(path: Path, rows: int) -> np.ndarray | None:
     except (OSError, ValueError, EOFError) as e:
         log.warning("ignoring damaged %s (%s); it will be recomputed", path, one_line(e))
         return None
-    if arr.ndim != 2 or len(arr) != rows:
-        log.warning("ignoring %s: %d rows for %d items; it will be recomputed", path, len(arr), rows)
+    if arr.ndim != 2 or len(arr) != rows or not np.issubdtype(arr.dtype, np.floating):
+        log.warning("ignoring %s: shape %s %s for %d items; it will be recomputed", path, arr.shape, arr.dtype, rows)
         return None
     return arr
 

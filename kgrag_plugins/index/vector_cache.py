@@ -38,7 +38,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .manifest import one_line
+from .manifest import atomic_write_text, load_optional, one_line
 
 log = logging.getLogger(__name__)
 
@@ -107,15 +107,8 @@ def load(path: Path | None, fp: str, rows: int) -> np.ndarray | None:
             return None
         target = path
         log.debug("%s has no fingerprint (written before them); used as it has %d rows", path, rows)
-    try:
-        arr = np.load(target, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as e:
-        log.warning("ignoring damaged %s (%s); the vectors will be recomputed", target, one_line(e))
-        return None
-    if arr.ndim != 2 or len(arr) != rows or not np.issubdtype(arr.dtype, np.floating):
-        log.warning("ignoring %s: shape %s for %d texts; the vectors will be recomputed", target, arr.shape, rows)
-        return None
-    return np.asarray(arr, dtype=np.float32)
+    arr = load_optional(target, rows)  # damaged or the wrong shape: a WARNING and None
+    return None if arr is None else np.asarray(arr, dtype=np.float32)
 
 
 def save(
@@ -155,19 +148,13 @@ def save(
         log.log(level, "could not store %s in %s (%s); kept in memory only", target.name, path.parent, one_line(e))
         return False
     with contextlib.suppress(OSError):  # the report and the clean-up are best effort
-        _atomic_text(info_path(target), json.dumps(info))
+        atomic_write_text(info_path(target), json.dumps(info))
         stem = path.name.removesuffix(".npy")
         for old in [path, *path.parent.glob(f"{stem}.*.npy")]:
             if old != target and old.name.removeprefix(stem + ".").count(".") <= 1:
                 old.unlink(missing_ok=True)
                 info_path(old).unlink(missing_ok=True)
     return True
-
-
-def _atomic_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def _embed(embedder: Any, texts: Sequence[str], progress: bool | None) -> np.ndarray:
