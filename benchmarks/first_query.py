@@ -70,6 +70,7 @@ t = time.perf_counter(); r.retrieve(q2, 5); res["second_query_s"] = time.perf_co
 res["files_after"] = gen()
 res["vectors"] = stored(path / json.loads((path / "manifest.json").read_text())["generation"])
 res["passages"] = len(idx.passages)
+res["embedder"] = idx.embedder.name
 print("RESULT " + json.dumps(res))
 """
 
@@ -202,10 +203,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--precompute", default="", help="store these vectors first: entities,triples,translator")
     p.add_argument("--fresh", action="store_true", help="with --precompute: delete stored vectors first")
     p.add_argument("--build-missing", action="store_true", help="with --precompute: build missing cached indexes")
+    p.add_argument(
+        "--embedder", default=None, help="the cached indexes of this embedder (torch, onnx-int8; default: the default)"
+    )
     args = p.parse_args(argv)
+    if args.embedder:  # the children read it (default_embedder() names the cached index)
+        os.environ["KGRAG_EMBEDDER"] = args.embedder
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     report: dict[str, Any] = {"command": "python benchmarks/first_query.py " + " ".join(argv or sys.argv[1:])}
     report.update(dataset=args.dataset, date=time.strftime("%Y-%m-%d"), cpus=os.cpu_count(), retrievers={})
+    report["load_average_start"] = [round(x, 2) for x in os.getloadavg()]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     kinds = [k for k in args.precompute.split(",") if k]

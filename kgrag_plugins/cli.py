@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,7 @@ def _int_list(text: str) -> list[int]:
 def _cmd_bench(args: argparse.Namespace) -> int:
     from .eval.bench import markdown_table, run_bench
 
+    _use_embedder(args.embedder)
     if args.qa and args.slice_corpus:
         raise ValueError("--slice-corpus applies to retrieval benchmarks, not --qa")
     if args.qa:
@@ -120,11 +122,22 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _use_embedder(choice: str | None) -> None:
+    """``--embedder``: the bundled MiniLM variant for every index this process builds (through
+    ``KGRAG_EMBEDDER``, so QA, KGQA and Ray workers follow); checked before any work starts."""
+    if choice:
+        from .models.embed import resolve_embedder
+
+        os.environ["KGRAG_EMBEDDER"] = choice
+        resolve_embedder(choice)  # an explicit onnx choice without onnxruntime fails here, not mid-run
+
+
 def _cmd_index(args: argparse.Namespace) -> int:
     from .datasets.loaders import load_corpus_jsonl
     from .index.store import KnowledgeIndex
     from .index.vector_cache import check_kinds, precompute
 
+    _use_embedder(args.embedder)
     if not args.corpus and not args.kg:
         raise ValueError("give --corpus FILE.jsonl (documents) and/or --kg FILE --format F (a curated KG)")
     passages = load_corpus_jsonl(args.corpus) if args.corpus else []
@@ -174,6 +187,19 @@ def _cmd_index(args: argparse.Namespace) -> int:
     }
     print(json.dumps(summary, indent=2))
     return 0
+
+
+def _embedder_arg(p: argparse.ArgumentParser) -> None:
+    from .models.embed import EMBEDDER_CHOICES
+
+    p.add_argument(
+        "--embedder",
+        choices=EMBEDDER_CHOICES,
+        default=None,
+        help="the MiniLM variant of new indexes: torch (sentence-transformers), onnx (ONNX Runtime fp32) or "
+        "onnx-int8; default $KGRAG_EMBEDDER or auto (onnx-int8 when onnxruntime is installed, else torch). "
+        "An existing index always uses the embedder it was built with",
+    )
 
 
 def _cmd_show_graph(args: argparse.Namespace) -> int:
@@ -430,6 +456,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--qa: kg-infused.rounds=1,2,3, sa-rag.relation_threshold=0.4,0.5, or SYSTEM.OPTION)",
     )
     b.add_argument("--quiet", action="store_true", help="no progress bars")
+    _embedder_arg(b)
     b.set_defaults(func=_cmd_bench)
 
     i = sub.add_parser(
@@ -465,6 +492,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--address", help="--engine ray: Ray cluster address (default: start a local Ray)")
     i.add_argument("--partitions", type=int, help="--engine ray: Ray Data blocks (default: 2 x CPUs)")
     i.add_argument("--num-cpus", type=int, help="--engine ray: CPUs of the local Ray (default: all)")
+    _embedder_arg(i)
     i.set_defaults(func=_cmd_index)
 
     g = sub.add_parser("show-graph", help="draw an entity's neighbourhood from a saved index (PNG or HTML)")

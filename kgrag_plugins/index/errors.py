@@ -11,6 +11,10 @@ class IndexCorruptError(ValueError):
     """A file of the index directory is damaged; the message names the file/field and the fix."""
 
 
+class IndexMismatchError(ValueError):
+    """The index on disk was built with another embedder or format version."""
+
+
 class IndexLockedError(ValueError):
     """Another process held the index's writer lock for longer than the timeout."""
 

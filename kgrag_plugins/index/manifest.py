@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..config import INDEX_FORMAT_VERSION, env
-from .errors import IndexCorruptError
+from .errors import IndexCorruptError, IndexMismatchError
 from .lock import read_json
 
 MANIFEST = "manifest.json"
@@ -131,3 +131,45 @@ def counts(store: Any, graph: Any, parsekg: Any = None) -> dict[str, int]:
         out["sentences"] = parsekg.num_sentences
         out["hyperrelations"] = parsekg.num_hyperrelations
     return out
+
+
+def check_version(root: Path, manifest: dict[str, Any]) -> None:
+    """Refuse an index written in another format version (``IndexMismatchError`` with the fix)."""
+    version = manifest.get("format_version")
+    if version != INDEX_FORMAT_VERSION:
+        raise IndexMismatchError(
+            f"{root} has index format version {version}, this kgrag-plugins reads version "
+            f"{INDEX_FORMAT_VERSION}; rebuild it with `kgrag index`"
+        )
+
+
+def manifest_embedder(root: Path, manifest: dict[str, Any]) -> Any:
+    """The embedder an index was built with, by the name its manifest records: a bundled MiniLM
+    variant (torch / ONNX / ONNX int8, :func:`~kgrag_plugins.models.embed.embedder_for_name`), or the
+    process's default embedder when that has the name; else ``IndexMismatchError`` (a custom
+    embedder must be passed again)."""
+    from ..models.embed import default_embedder, embedder_for_name
+
+    check_version(root, manifest)
+    name = str((manifest.get("embedder") or {}).get("name"))
+    found = embedder_for_name(name)
+    if found is None and default_embedder().name == name:  # e.g. a process-wide custom default
+        found = default_embedder()
+    if found is None:
+        raise IndexMismatchError(
+            f"{root} was built with embedder {name!r}, not a bundled MiniLM variant; "
+            "open it with embedder= the embedder it was built with"
+        )
+    return found
+
+
+def check_compatible(root: Path, manifest: dict[str, Any], embedder: Any) -> None:
+    """Refuse opening with an embedder other than the manifest's (name and dimension)."""
+    check_version(root, manifest)
+    want = manifest.get("embedder", {})
+    if want.get("name") != embedder.name or int(want.get("dim", -1)) != int(embedder.dim):
+        raise IndexMismatchError(
+            f"{root} was built with embedder {want.get('name')!r} (dim {want.get('dim')}), "
+            f"but {embedder.name!r} (dim {embedder.dim}) was given; open it with the same "
+            "embedder or rebuild the index"
+        )

@@ -57,11 +57,11 @@ from . import vector_cache as _vc
 from .builders import run_builder
 from .embedding import embed_passages
 from .embedding import entity_vectors as _entity_vectors
-from .errors import IndexCorruptError, IndexLockedError, IndexWriteError, is_disk_full
+from .errors import IndexCorruptError, IndexLockedError, IndexMismatchError, IndexWriteError, is_disk_full
 from .graph import KnowledgeGraph
 from .lock import Lease, SwapGuard, WriterLock, collect_generations, create_lease_file, read_json
 from .manifest import FIX as _FIX
-from .manifest import MANIFEST, read_manifest
+from .manifest import MANIFEST, check_compatible, manifest_embedder, read_manifest
 from .manifest import atomic_write_text as _atomic_write_text
 from .manifest import counts as _counts
 from .manifest import drop_generation_collection as _drop_generation_collection
@@ -85,10 +85,6 @@ __all__ = [
     "corpus_hash",
     "read_manifest",
 ]
-
-
-class IndexMismatchError(ValueError):
-    """The index on disk was built with another embedder or format version."""
 
 
 def corpus_hash(passages: Iterable[Passage]) -> str:
@@ -348,12 +344,17 @@ class KnowledgeIndex:
     # ------------------------------------------------------------------ open
     @classmethod
     def open(cls, path: str | Path, *, embedder: Embedder | None = None) -> "KnowledgeIndex":
-        """Open a saved index; fail clearly if it was built with another embedder or format."""
+        """Open a saved index; fail clearly if it was built with another embedder or format.
+
+        Without ``embedder`` the index's own is used: the bundled MiniLM variant its manifest names
+        (torch, ONNX fp32 or ONNX int8), whatever today's default for new indexes is. An index built
+        with a custom embedder needs it passed again (``IndexMismatchError`` says so)."""
         root = Path(path)
+        given = embedder
         for attempt in range(OPEN_ATTEMPTS):
             manifest = read_manifest(root)
-            embedder = as_embedder(embedder) if embedder is not None else default_embedder()
-            cls._check_compatible(root, manifest, embedder)
+            embedder = as_embedder(given) if given is not None else manifest_embedder(root, manifest)
+            check_compatible(root, manifest, embedder)
             gdir = root / manifest["generation"]
             lease = Lease.acquire(gdir)
             if lease is None:  # deleted by a writer after we read the manifest, or damaged
@@ -374,22 +375,6 @@ class KnowledgeIndex:
         raise IndexCorruptError(  # pragma: no cover - needs a writer switching generations non-stop
             f"{root}: {MANIFEST} named a vanished generation {OPEN_ATTEMPTS} times in a row; retry the open"
         )
-
-    @staticmethod
-    def _check_compatible(root: Path, manifest: dict[str, Any], embedder: Embedder) -> None:
-        version = manifest.get("format_version")
-        if version != INDEX_FORMAT_VERSION:
-            raise IndexMismatchError(
-                f"{root} has index format version {version}, this kgrag-plugins reads version "
-                f"{INDEX_FORMAT_VERSION}; rebuild it with `kgrag index`"
-            )
-        want = manifest.get("embedder", {})
-        if want.get("name") != embedder.name or int(want.get("dim", -1)) != int(embedder.dim):
-            raise IndexMismatchError(
-                f"{root} was built with embedder {want.get('name')!r} (dim {want.get('dim')}), "
-                f"but {embedder.name!r} (dim {embedder.dim}) was given; open it with the same "
-                "embedder or rebuild the index"
-            )
 
     @classmethod
     def _load(cls, root: Path, gdir: Path, manifest: dict[str, Any], embedder: Embedder) -> "KnowledgeIndex":
@@ -482,6 +467,11 @@ class KnowledgeIndex:
     def has_entity_vectors(self) -> bool:
         """Whether entity vectors are computed (reading :attr:`entity_vectors` is then free)."""
         return self._entity_vectors is not None
+
+    @property
+    def has_relation_vectors(self) -> bool:
+        """Whether relation vectors are loaded (reading :attr:`relation_vectors` is then free)."""
+        return self._relation_vectors is not None
 
     @property
     def relation_vectors(self) -> np.ndarray | None:

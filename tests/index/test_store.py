@@ -29,7 +29,7 @@ def _results(index, questions):
 def test_manifest_describes_the_index(sample_index, sample_corpus, sample_graph):
     m = json.loads((sample_index.path / "manifest.json").read_text())
     assert m["format_version"] == INDEX_FORMAT_VERSION
-    assert m["embedder"] == {"name": "sentence-transformers/all-MiniLM-L6-v2", "dim": 384}
+    assert m["embedder"] == {"name": "sentence-transformers/all-MiniLM-L6-v2+onnx-int8", "dim": 384}
     assert m["counts"] == {
         "passages": len(sample_corpus),
         "entities": sample_graph.num_entities,
@@ -145,3 +145,32 @@ def test_killed_build_leaves_previous_index_intact(tmp_path, sample_corpus):
     KnowledgeIndex.build(sample_corpus[:12], tmp_path / "idx", embedder=emb, progress=False)
     assert len(list((tmp_path / "idx").glob("gen-*"))) == 1
     assert len(KnowledgeIndex.open(tmp_path / "idx", embedder=emb).passages) == 12
+
+
+def test_open_uses_the_embedder_the_manifest_names(sample_corpus, tmp_path, monkeypatch):
+    """An index reopens with the MiniLM variant it was built with, whatever the default for new
+    indexes is now; an index built with a custom embedder must be given it again."""
+    from kgrag_plugins.models.embed import resolve_embedder
+
+    passages = sample_corpus[:6]
+    monkeypatch.setenv("KGRAG_EMBEDDER", "torch")
+    torch_idx = KnowledgeIndex.build(passages, tmp_path / "t", progress=False)
+    monkeypatch.setenv("KGRAG_EMBEDDER", "onnx-int8")
+    opened = KnowledgeIndex.open(tmp_path / "t")  # the default is int8 now; the index stays torch
+    assert opened.embedder is resolve_embedder("torch")
+    np.testing.assert_allclose(opened.embed_query("Warsaw"), torch_idx.embed_query("Warsaw"), atol=1e-6)
+    assert KnowledgeIndex.build(passages, tmp_path / "i", progress=False).embedder is resolve_embedder("onnx-int8")
+    assert KnowledgeIndex.open(tmp_path / "i").embedder is resolve_embedder("onnx-int8")
+    with pytest.raises(IndexMismatchError, match="built with embedder 'sentence-transformers/all-MiniLM-L6-v2'"):
+        KnowledgeIndex.open(tmp_path / "t", embedder="onnx-int8")
+
+    class Custom:
+        name, dim = "my-remote-embedder", 384
+
+        def embed(self, texts, *, progress=None):
+            return np.ones((len(texts), 384), dtype=np.float32) / np.sqrt(384)
+
+    KnowledgeIndex.build(passages, tmp_path / "c", embedder=Custom(), progress=False)
+    with pytest.raises(IndexMismatchError, match="'my-remote-embedder', not a bundled MiniLM variant"):
+        KnowledgeIndex.open(tmp_path / "c")
+    assert KnowledgeIndex.open(tmp_path / "c", embedder=Custom()).embedder.name == "my-remote-embedder"

@@ -7,7 +7,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
-from kgrag_plugins.models.embed import Embedder, OpenAICompatibleEmbedder, default_embedder
+from kgrag_plugins.models.embed import (
+    Embedder,
+    OpenAICompatibleEmbedder,
+    default_embedder,
+    embedder_for_name,
+    resolve_embedder,
+    torch_embedder,
+)
 
 
 def test_minilm_vectors_are_normalised_and_meaningful():
@@ -21,16 +28,42 @@ def test_minilm_vectors_are_normalised_and_meaningful():
     assert default_embedder() is emb  # loaded once per process
 
 
-def test_batching_does_not_change_vectors():
+@pytest.mark.parametrize("choice", ["torch", "onnx-int8"])
+def test_a_texts_vector_does_not_depend_on_its_batch(choice):
+    """Each text's vector is a function of the text alone: the same embedded alone, in a batch of
+    others, in another order, or with another batch size (what a later add, a cached vector and a
+    query rely on). ONNX int8 keeps this by embedding one text per pass (dynamic quantisation
+    scales a batch's activations together)."""
+    emb = resolve_embedder(choice)
+    texts = [f"sentence number {i} about rivers and cities" + " and lakes" * i for i in range(10)]
+    together = emb.embed(texts)
+    alone = np.concatenate([emb.embed([t]) for t in texts])
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+    np.testing.assert_allclose(emb.embed(texts[::-1])[::-1], together, atol=1e-5)
+    if choice == "torch":  # torch pads a batch without changing its texts' vectors
+        old = emb.batch_size
+        try:
+            emb.batch_size = 3
+            np.testing.assert_allclose(emb.embed(texts), together, atol=1e-5)
+        finally:
+            emb.batch_size = old
+
+
+def test_default_is_onnx_int8_and_choices_resolve(monkeypatch):
+    """New indexes default to MiniLM on ONNX Runtime int8 (onnxruntime is a core dependency);
+    ``KGRAG_EMBEDDER`` / ``resolve_embedder`` choose explicitly, and a manifest name maps back."""
+    monkeypatch.delenv("KGRAG_EMBEDDER", raising=False)
     emb = default_embedder()
-    texts = [f"sentence number {i} about rivers and cities" for i in range(10)]
-    old = emb.batch_size
-    try:
-        emb.batch_size = 3
-        a = emb.embed(texts)
-    finally:
-        emb.batch_size = old
-    np.testing.assert_allclose(a, emb.embed(texts), atol=1e-5)
+    assert emb.name == "sentence-transformers/all-MiniLM-L6-v2+onnx-int8"
+    monkeypatch.setenv("KGRAG_EMBEDDER", "torch")
+    assert default_embedder().name == "sentence-transformers/all-MiniLM-L6-v2"
+    for choice in ("torch", "onnx", "onnx-int8"):
+        e = resolve_embedder(choice)
+        assert embedder_for_name(e.name) is e
+    assert embedder_for_name("my-remote-embedder") is None
+    monkeypatch.setenv("KGRAG_EMBEDDER", "gpu-magic")
+    with pytest.raises(ValueError, match="KGRAG_EMBEDDER='gpu-magic' is not one of auto, torch, onnx, onnx-int8"):
+        default_embedder()
 
 
 class _EmbedHandler(BaseHTTPRequestHandler):
@@ -83,7 +116,7 @@ def test_openai_compatible_embedder_needs_config(monkeypatch):
 
 
 def test_small_input_fast_path_gives_encode_vectors():
-    emb = default_embedder()
+    emb = torch_embedder()
     texts = ["Where was Marie Curie born?", "a much longer query about the river that flows through Warsaw"]
     fast = emb.embed(texts)  # <= 8 texts: direct forward pass
     ref = emb._model.encode(texts, convert_to_numpy=True, normalize_embeddings=True)

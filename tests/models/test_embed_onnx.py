@@ -15,7 +15,7 @@ require_extra("onnxruntime", "onnx")
 require_extra("onnx", "onnx")
 
 from kgrag_plugins.models import embed_onnx  # noqa: E402
-from kgrag_plugins.models.embed import Embedder, as_embedder, default_embedder  # noqa: E402
+from kgrag_plugins.models.embed import Embedder, as_embedder, torch_embedder  # noqa: E402
 from kgrag_plugins.models.embed_onnx import OnnxEmbedder  # noqa: E402
 
 # Measured on these 242 texts (2026-11-23): fp32 min cosine 0.9999999; int8 min 0.9754, mean 0.9935.
@@ -53,7 +53,7 @@ def texts(sample_corpus, sample_questions):
 
 @pytest.fixture(scope="module")
 def torch_vectors(texts):
-    return default_embedder().embed(texts, progress=False)
+    return torch_embedder().embed(texts, progress=False)
 
 
 def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -98,7 +98,7 @@ def test_batch_size_does_not_change_vectors(fp32):
 
 
 def test_names_differ_from_torch_embedder(fp32, int8):
-    names = {default_embedder().name, fp32.name, int8.name}
+    names = {torch_embedder().name, fp32.name, int8.name}
     assert len(names) == 3
     assert int8.name.endswith("+onnx-int8") and fp32.name.endswith("+onnx")
 
@@ -150,14 +150,16 @@ def test_as_embedder_strings(onnx_dir, int8, fp32, monkeypatch):
         as_embedder("onnx-int4")
 
 
-def test_int8_dense_retrieval_on_sample_index(int8, sample_corpus, sample_questions, dense, tmp_path):
-    """An index built with the int8 embedder retrieves the gold passages as well as MiniLM's."""
+def test_int8_dense_retrieval_on_sample_index(int8, sample_corpus, sample_questions, tmp_path):
+    """An index built with the int8 embedder retrieves the gold passages as well as torch MiniLM's."""
     from kgrag_plugins.index.store import KnowledgeIndex
     from kgrag_plugins.methods.baselines import DenseRetriever
 
     idx = KnowledgeIndex.build(sample_corpus, tmp_path / "idx", embedder=int8, progress=False)
     assert idx.manifest["embedder"]["name"] == int8.name
     onnx_dense = DenseRetriever(idx)
+    ref = KnowledgeIndex.build(sample_corpus, tmp_path / "ref", embedder=torch_embedder(), progress=False)
+    dense = DenseRetriever(ref)
 
     def recall5(r):
         hits = [
@@ -171,7 +173,7 @@ def test_int8_dense_retrieval_on_sample_index(int8, sample_corpus, sample_questi
     base, ours = recall5(dense), recall5(onnx_dense)
     assert ours >= base - 0.05, (ours, base)
     with pytest.raises(ValueError, match="built with embedder"):
-        KnowledgeIndex.open(tmp_path / "idx", embedder=default_embedder())
+        KnowledgeIndex.open(tmp_path / "idx", embedder=torch_embedder())
 
 
 def test_a_killed_export_leaves_nothing_behind_for_long(tmp_path):

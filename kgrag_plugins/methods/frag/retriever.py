@@ -504,10 +504,27 @@ class FRAGRetriever(Retriever):
         if len(chains) <= MAX_CHAIN_TEXTS and len(self._relations) <= MAX_CHAIN_TEXT_RELATIONS and not self._local:
             vecs, _ = self._cache.vectors([self._chain_text(c) for c in chains], self._embed)
             return (vecs @ qv).astype(np.float64)
-        rel_cos = self.index.relation_vectors @ qv
         valid = chains >= 0
-        per = np.where(valid, rel_cos[np.where(valid, chains % self._pg.R, 0)], 0.0)
+        rel_ids = np.where(valid, chains % self._pg.R, 0)
+        rel_cos = self._relation_cosines(np.unique(rel_ids[valid]), qv)
+        per = np.where(valid, rel_cos[rel_ids], 0.0)
         return per.sum(axis=1) / np.maximum(valid.sum(axis=1), 1)
+
+    def _relation_cosines(self, needed: np.ndarray, qv: np.ndarray) -> np.ndarray:
+        """Cosine of ``qv`` with relations ``needed`` (an array over all relations, 0 elsewhere). The
+        index's relation vectors when they are loaded; else only ``needed`` is embedded, cached by
+        relation text across questions: MuSiQue's mentions graph has 59,475 relation phrases, whose
+        vectors made FRAG's first query embed for 410 s (profiled, issue 36 item 4), and one
+        question's chains use a few hundred. Same vectors either way (a text's vector does not
+        depend on its batch)."""
+        if self.index.has_relation_vectors:
+            return self.index.relation_vectors @ qv
+        out = np.zeros(len(self._relations))
+        if len(needed):
+            embed = self.index.embedder.embed
+            vecs, _ = self._cache.vectors([self._relations[int(r)] for r in needed], lambda t: embed(t, progress=False))
+            out[needed] = vecs @ qv
+        return out
 
     def _verbalise(self, cands: Candidates, i: int) -> Path:
         ids = self._ids

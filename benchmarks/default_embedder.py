@@ -1,0 +1,185 @@
+"""The default embedder of new indexes (issue 36 item 1): ONNX Runtime int8 MiniLM against torch MiniLM.
+
+Two measurements, each embedder in the same run:
+
+* ``--speed``: ``kgrag index --corpus F --out D --embedder E`` (a subprocess, as a user runs it) on
+  the first ``--n`` MuSiQue corpus passages, ``--runs`` times per embedder, interleaved so load drift
+  hits both; wall seconds and CPU seconds (user + system, of the child) of the whole command and the
+  manifest's ``embed_passages_s``. On a shared machine the CPU seconds are the stable measure.
+* ``--recall``: ``kgrag bench``'s own ``run_bench`` with ``--retrievers dense,activation`` per dataset,
+  once with ``KGRAG_EMBEDDER=torch`` and once with the default (``auto``), into ``--cache-dir``
+  (torch indexes already there are reused; the default's are built).
+
+    KGRAG_DATA_DIR=../shared/data nice -n 10 .venv/bin/python benchmarks/default_embedder.py \\
+        --speed --recall --json docs/benchmarks/default-embedder.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from kgrag_plugins.config import setup_offline_env
+
+KGRAG = [sys.executable, "-m", "kgrag_plugins.cli"]
+EMBEDDERS = {"torch": "torch", "default": "auto"}
+
+
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def speed(n: int, runs: int) -> dict[str, Any]:
+    from kgrag_plugins.datasets import load_dataset
+
+    ds = load_dataset("musique")
+    rows = [{"id": p.id, "title": p.title, "text": p.text} for p in (ds.corpus or [])[:n]]
+    out: dict[str, Any] = {"passages": len(rows), "runs": runs, "load_start": _load()}
+    times: dict[str, list[float]] = {k: [] for k in EMBEDDERS}
+    cpu: dict[str, list[float]] = {k: [] for k in EMBEDDERS}
+    embed_s: dict[str, list[float]] = {k: [] for k in EMBEDDERS}
+    names: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="kgrag-embspeed-") as tmp:
+        corpus = Path(tmp) / "corpus.jsonl"
+        corpus.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        for run in range(runs):
+            for label, choice in EMBEDDERS.items():
+                target = Path(tmp) / f"{label}-{run}"
+                cmd = [*KGRAG, "index", "--corpus", str(corpus), "--out", str(target), "--embedder", choice]
+                t0, r0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+                subprocess.run(cmd, check=True, capture_output=True, text=True)
+                times[label].append(time.perf_counter() - t0)
+                r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu[label].append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
+                manifest = json.loads((target / "manifest.json").read_text())
+                names[label] = manifest["embedder"]["name"]
+                embed_s[label].append(float(manifest["timings"].get("embed_passages_s", 0.0)))
+                print(
+                    json.dumps({"run": run, "embedder": label, "wall_s": times[label][-1], "cpu_s": cpu[label][-1]}),
+                    flush=True,
+                )
+    for label in EMBEDDERS:
+        med = statistics.median(times[label])
+        out[label] = {
+            "embedder": names[label],
+            "wall_s": [round(t, 2) for t in times[label]],
+            "cpu_s": [round(t, 2) for t in cpu[label]],
+            "passages_per_cpu_s": round(len(rows) / statistics.median(cpu[label]), 2),
+            "embed_passages_s": [round(t, 2) for t in embed_s[label]],
+            "passages_per_s_wall": round(len(rows) / med, 2),
+            "passages_per_s_embed": round(len(rows) / statistics.median(embed_s[label]), 2),
+        }
+    out["throughput_ratio_cpu"] = round(out["default"]["passages_per_cpu_s"] / out["torch"]["passages_per_cpu_s"], 2)
+    out["throughput_ratio_wall"] = round(out["default"]["passages_per_s_wall"] / out["torch"]["passages_per_s_wall"], 2)
+    out["throughput_ratio_embed"] = round(
+        out["default"]["passages_per_s_embed"] / out["torch"]["passages_per_s_embed"], 2
+    )
+    out["load_end"] = _load()
+    return out
+
+
+def recall(datasets: list[str], cache_dir: Path) -> dict[str, Any]:
+    from kgrag_plugins.eval.bench import run_bench
+
+    res: dict[str, Any] = {}
+    for ds in datasets:
+        row: dict[str, Any] = {}
+        for label, choice in EMBEDDERS.items():
+            os.environ["KGRAG_EMBEDDER"] = choice
+            t0 = time.perf_counter()
+            rep = run_bench(ds, ["dense", "activation"], cache_dir=cache_dir, progress=False)
+            row[label] = {
+                "embedder": rep["embedder"],
+                "index_reused": rep["index_reused"],
+                "seconds": round(time.perf_counter() - t0, 1),
+                **{
+                    name: {k: r[k] for k in ("recall@2", "recall@5", "n_scored")} | {"p50_ms": r["latency_ms"]["p50"]}
+                    for name, r in rep["results"].items()
+                },
+            }
+            print(json.dumps({"dataset": ds, "embedder": label, "seconds": row[label]["seconds"]}), flush=True)
+        row["delta_points"] = {
+            f"{name} R@{k}": round(100 * (row["default"][name][f"recall@{k}"] - row["torch"][name][f"recall@{k}"]), 2)
+            for name in ("dense", "activation")
+            for k in (2, 5)
+        }
+        res[ds] = row
+    os.environ.pop("KGRAG_EMBEDDER", None)
+    return res
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines: list[str] = []
+    sp = report.get("speed")
+    if sp:
+        lines += [
+            f"`kgrag index` on {sp['passages']} MuSiQue passages, median of {sp['runs']} runs per embedder "
+            f"(interleaved; load {sp['load_start']} -> {sp['load_end']}):",
+            "",
+            "| embedder | wall s (runs) | CPU s (runs) | passages/s (wall) | passages per CPU-s "
+            "| passages/s (embedding step, wall) |",
+            "|---|---|---|---|---|---|",
+        ]
+        for label in EMBEDDERS:
+            r = sp[label]
+            lines.append(
+                f"| {r['embedder']} | {', '.join(map(str, r['wall_s']))} | {', '.join(map(str, r['cpu_s']))} "
+                f"| {r['passages_per_s_wall']} | {r['passages_per_cpu_s']} | {r['passages_per_s_embed']} |"
+            )
+        lines += [
+            "",
+            f"Default / torch throughput: **{sp['throughput_ratio_cpu']}x** per CPU-second, "
+            f"{sp['throughput_ratio_wall']}x wall, {sp['throughput_ratio_embed']}x in the embedding step (wall).",
+            "",
+        ]
+    rc = report.get("recall")
+    if rc:
+        lines += [
+            "| dataset | dense R@5 torch | dense R@5 default | Δ | activation R@5 torch | activation R@5 default | Δ "
+            "| Δ dense R@2 | Δ activation R@2 |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for ds, row in rc.items():
+            d = row["delta_points"]
+            lines.append(
+                f"| {ds} | {row['torch']['dense']['recall@5']:.4f} | {row['default']['dense']['recall@5']:.4f} "
+                f"| {d['dense R@5']:+.2f} | {row['torch']['activation']['recall@5']:.4f} "
+                f"| {row['default']['activation']['recall@5']:.4f} | {d['activation R@5']:+.2f} "
+                f"| {d['dense R@2']:+.2f} | {d['activation R@2']:+.2f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--speed", action="store_true")
+    ap.add_argument("--recall", action="store_true")
+    ap.add_argument("--n", type=int, default=2000, help="--speed: MuSiQue passages")
+    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--datasets", default="musique,2wikimultihopqa,hotpotqa,popqa")
+    ap.add_argument("--cache-dir", type=Path, default=Path(".kgrag_cache"))
+    ap.add_argument("--json", type=Path, required=True, help="merge results into this JSON (and .md beside it)")
+    args = ap.parse_args()
+    setup_offline_env()
+    report: dict[str, Any] = json.loads(args.json.read_text()) if args.json.is_file() else {}
+    report.update({"date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count(), "command": " ".join(sys.argv)})
+    if args.speed:
+        report["speed"] = speed(args.n, args.runs)
+    if args.recall:
+        report["recall"] = recall([d.strip() for d in args.datasets.split(",") if d.strip()], args.cache_dir)
+    args.json.write_text(json.dumps(report, indent=2) + "\n")
+    args.json.with_suffix(".md").write_text(markdown(report))
+    sys.stdout.write(markdown(report))
+
+
+if __name__ == "__main__":
+    main()
