@@ -7,10 +7,11 @@ personalized PageRank) and :class:`DBFRAGRetriever` (FRAG, docs/methods.md §2) 
 exactly as the in-memory retrievers do (question linking over the database's entity table,
 dense passage seeds over the passage store), ask :meth:`PropertyGraphKG.subgraph_for` for the
 seeds' neighbourhood, and run the unchanged in-memory retriever over a view of the index whose
-graph is that subgraph. With ``hops=None`` (the default) the subgraph is the seeds' connected
-component, on which PageRank equals PageRank on the whole graph, so the Evidence is the same as
-in memory (tests/index/test_graphdb_parity.py); an int ``hops`` bounds the fetch (faster on
-graphs with hubs, PageRank then approximates). See docs/graphdb.md.
+graph is that subgraph. With ``hops=None`` the subgraph is the seeds' connected component, on
+which PageRank equals PageRank on the whole graph, so the Evidence is the same as in memory
+(tests/index/test_graphdb_parity.py). FRAG bounds its fetch by itself on 1M+ entity graphs
+(exact there too); activation fetches a :data:`ACTIVATION_HOPS` ball by default and walks it
+with the whole graph's degrees (a bounded approximation, measured in docs/graphdb.md).
 """
 
 from __future__ import annotations
@@ -36,7 +37,10 @@ from .base import Retriever
 from .frag.linking import TopicLinker
 from .frag.retriever import COMPLEX_HOPS, LARGE_GRAPH_ENTITIES, SIMPLE_HOPS, FRAGRetriever
 
-__all__ = ["DBActivationRetriever", "DBFRAGRetriever", "DBTranslatorRetriever", "index_view"]
+__all__ = ["ACTIVATION_HOPS", "DBActivationRetriever", "DBFRAGRetriever", "DBTranslatorRetriever", "index_view"]
+
+#: Hops of the ball :class:`DBActivationRetriever` fetches by default (``hops=None``: the exact component).
+ACTIVATION_HOPS = 2
 
 
 def index_view(
@@ -88,13 +92,50 @@ class _QueryVector:
 
 class _ViewActivation(ActivationRetriever):
     """ActivationRetriever over a fetched subgraph, linking with the whole graph's name index and
-    spreading as on the whole graph (residual push and Chroma dense seeds from ``PUSH_MIN_NODES``)."""
+    spreading as on the whole graph (residual push and Chroma dense seeds from ``PUSH_MIN_NODES``).
+
+    ``whole``: for a bounded fetch, each entity's distinct entity neighbours and each passage's
+    entities in the whole graph (passage positions of the index); the walk then leaves every
+    node with its whole-graph probabilities, and the mass that would leave the fetched part is
+    dropped (as FRAG's local PageRank does)."""
 
     def __init__(
-        self, index: KnowledgeIndex, names: NameIndex, titles: TitleMentions, large: bool, **options: Any
+        self,
+        index: KnowledgeIndex,
+        names: NameIndex,
+        titles: TitleMentions,
+        large: bool,
+        whole: tuple[np.ndarray, np.ndarray] | None = None,
+        **options: Any,
     ) -> None:
         self._given_names, self._given_titles, self._given_large = names, titles, large
+        self._whole = whole
         super().__init__(index, **options)
+
+    def _build_matrix(self) -> None:
+        super()._build_matrix()
+        if self._whole is None:
+            return
+        import scipy.sparse as sp
+
+        # the view's matrix again (ActivationRetriever._build_matrix), divided by whole-graph degrees
+        g = self.index.graph
+        links = g.link_matrix().tocoo()
+        pos = self.index.graph_passage_positions()[links.col] if links.nnz else np.zeros(0, np.int64)
+        keep = pos >= 0
+        link = sp.csr_matrix((np.ones(int(keep.sum())), (links.row[keep], pos[keep])), shape=(self._n_e, self._n_p))
+        link.data[:] = 1.0
+        adj = g.adjacency("out").copy()
+        adj.data = np.ones_like(adj.data, dtype=np.float64)
+        adj = (adj + adj.T).tocsr()
+        adj.data = np.minimum(adj.data, 1.0) * self.entity_edge_weight
+        m = sp.bmat([[adj, link], [link.T, None]], format="csr")
+        nb, pdeg = self._whole
+        deg = np.concatenate([self.entity_edge_weight * nb + self._mentions, pdeg]).astype(np.float64)
+        inv = np.divide(1.0, deg, out=np.zeros_like(deg), where=deg > 0)
+        self._trans = (sp.diags(inv) @ m).T.tocsr()
+        self._rows = None
+        self._dangling = deg == 0
 
     @property
     def _large(self) -> bool:
@@ -113,14 +154,21 @@ class DBActivationRetriever(Retriever):
     Args:
         index: passages, vectors and embedder (its graph may be just ``kg.entity_table()``).
         kg: the :class:`PropertyGraphKG` holding the graph.
-        hops: ``None`` (exact: the sources' component over entity-entity and entity-passage
-            links) or how many hops to fetch.
+        hops: how many hops (over triples and shared passages) to fetch around the sources
+            (default :data:`ACTIVATION_HOPS`): PageRank then walks that ball with the whole
+            graph's degrees and drops the mass leaving it, a bounded approximation (agreement
+            with memory in docs/graphdb.md); ``None``: the sources' whole component, on which
+            the Evidence equals the in-memory one (exact, but on a connected KB the whole graph).
         options: ``ActivationRetriever`` settings (damping, entity_weight, dense_seeds, ...).
     """
 
     name = "activation"
 
-    def __init__(self, index: KnowledgeIndex, kg: PropertyGraphKG, *, hops: int | None = None, **options: Any) -> None:
+    def __init__(
+        self, index: KnowledgeIndex, kg: PropertyGraphKG, *, hops: int | None = ACTIVATION_HOPS, **options: Any
+    ) -> None:
+        if hops is not None and hops < 0:
+            raise ValueError(f"hops must be None (exact) or >= 0, got {hops}")
         self.kg = kg
         self.hops = hops
         self.options = options
@@ -157,9 +205,21 @@ class DBActivationRetriever(Retriever):
             sub = KnowledgeGraph.from_columns(t.entity_ids[:1], [t.name_of(t.entity_ids[0])], t.relations, [], [], [])
         view = index_view(self.index, sub)
         view.embed_query = _QueryVector(view, query, qvec)  # type: ignore[method-assign]
-        ev = _ViewActivation(view, self._names, self._titles, self._large, **self.options).retrieve(query, k)
-        ev.trace["graph_db"] = _db_trace(self.kg, sub)
+        whole = None if self.hops is None else self._whole_degrees(sub)
+        ev = _ViewActivation(view, self._names, self._titles, self._large, whole, **self.options).retrieve(query, k)
+        ev.trace["graph_db"] = {**_db_trace(self.kg, sub), "hops": self.hops}
         return ev
+
+    def _whole_degrees(self, sub: KnowledgeGraph) -> tuple[np.ndarray, np.ndarray]:
+        """The fetched entities' distinct neighbours and their passages' entity counts in the
+        whole graph (passages by position in the index; 0 for those the subgraph does not link)."""
+        store = self.index.passages
+        nb = self.kg.neighbour_counts(sub.entity_ids)
+        linked = [p for p in sub.passage_ids if p in store]
+        pdeg = np.zeros(len(store), dtype=np.int64)
+        if linked:
+            pdeg[[store.position(p) for p in linked]] = self.kg.passage_degrees(linked)
+        return nb, pdeg
 
 
 class _ViewFRAG(FRAGRetriever):

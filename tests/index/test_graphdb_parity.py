@@ -97,7 +97,7 @@ def test_load_and_pushed_down_queries_match_memory(sample_dbs, sample_mentions_i
 def test_activation_parity_on_the_sample(sample_dbs, sample_mentions_index, sample_questions, backend):
     kg, view = sample_dbs[backend]
     mem = ActivationRetriever(sample_mentions_index)
-    db = DBActivationRetriever(view, kg)
+    db = DBActivationRetriever(view, kg, hops=None)  # exact: the sources' component
     questions = [q.question for q in sample_questions][:5] + ["Which river flows through Warsaw?"]
     for q in questions:
         a, b = mem.retrieve(q, 5), db.retrieve(q, 5)
@@ -200,7 +200,7 @@ def test_frag_parity_on_metaqa(metaqa_subset, metaqa_dbs, backend):
 def test_activation_parity_on_metaqa(metaqa_subset, metaqa_dbs, backend):
     index, questions = metaqa_subset
     kg, view = metaqa_dbs[backend]
-    mem, db = ActivationRetriever(index), DBActivationRetriever(view, kg)
+    mem, db = ActivationRetriever(index), DBActivationRetriever(view, kg, hops=None)
     for q in questions:
         a, b = mem.retrieve(q, 5), db.retrieve(q, 5)
         _same_evidence(a, b)
@@ -256,8 +256,10 @@ def test_local_pagerank_on_a_fetched_ball_uses_whole_graph_degrees(metaqa_subset
     assert (inn == np.diff(g.adjacency("in").indptr)[rows]).all()
     # a graph loaded without stored degrees: counted in the database, the same
     kg._run(f"MATCH (e:{kg.dialect.entity}) SET e.kg_out = -1")
+    kg._table = None  # read the entity table again: its degrees are no longer all stored
     try:
         counted = kg.degrees(sub.entity_ids)
+        assert kg._degrees is None
     finally:
         kg.load(g)
     assert (counted[0] == out).all() and (counted[1] == inn).all()
@@ -274,6 +276,120 @@ def test_local_pagerank_on_a_fetched_ball_uses_whole_graph_degrees(metaqa_subset
     )
 
 
+def _induced_in_memory(graph, ball):
+    """The triples among ``ball`` in triple order (head, relation, tail, sources), and the entities in row order."""
+    triples = [(t.head, t.relation, t.tail, tuple(t.source_ids)) for t in graph.triples()]
+    edges = [x for x in triples if x[0] in ball and x[2] in ball]
+    return sorted(ball, key=graph.index_of), edges
+
+
+def _fetched(sub):
+    return list(sub.entity_ids), [(t.head, t.relation, t.tail, tuple(t.source_ids)) for t in sub.triples()]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_induced_fetch_where_most_out_edges_leave_the_ball(metaqa_subset, metaqa_dbs, backend):
+    """The "tail inside the ball" filter runs in the database: on 1-hop balls around hubs, where
+    most out-edges of the ball's entities end outside it, the fetched subgraph is exactly the
+    in-memory induced one (entities in row order, triples in triple order with their sources)."""
+    import numpy as np
+
+    index, _ = metaqa_subset
+    kg, _ = metaqa_dbs[backend]
+    g = index.graph
+    h, _, t = g.triple_arrays()
+    hubs = sorted(g.entity_ids[:300], key=lambda e: (-len(g.neighbors(e)), g.index_of(e)))[:3]
+    for hub in hubs:
+        ball = set(g.k_hop([hub], 1))
+        rows = np.array(sorted(g.index_of(e) for e in ball))
+        from_ball = np.isin(h, rows)
+        inside = int((from_ball & np.isin(t, rows)).sum())
+        assert int(from_ball.sum()) > 2 * inside > 0, "most out-edges leave the ball (else the test proves little)"
+        sub = kg.subgraph_for([hub], 1)
+        assert _fetched(sub) == _induced_in_memory(g, ball)
+        ids = sorted(ball, key=g.index_of)
+        before = kg.stats["rows"]
+        got = kg.inner_edges(ids, [g.index_of(e) for e in ids])
+        assert len(got) == inside
+        # the edges that leave were not sent (FalkorDB: a row per head, a row per head and relation)
+        assert kg.stats["rows"] - before <= 2 * inside < int(from_ball.sum())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_induced_fetch_exact_on_sources_parallel_edges_and_colliding_relation_types(open_kg, backend):
+    """Sources, parallel triples, self-loops and relations that are one FalkorDB relationship type
+    once backticks are stripped (``a`b`` and ``ab``): the fetched ball equals memory; on FalkorDB
+    also for a graph loaded before ``kg_orel`` existed (every type is read then)."""
+    import random
+
+    from kgrag_plugins.index.graph import KnowledgeGraph
+    from kgrag_plugins.types import Entity
+
+    rng = random.Random(7)
+    g = KnowledgeGraph()
+    for i in range(40):
+        g.add_entity(Entity(f"e{i}", f"name {i}", aliases=[f"n{i}"] if i % 3 else [], description="d" * (i % 2)))
+    rels = ["a`b", "ab", "plain", "two words"]
+    for _ in range(300):
+        src = rng.sample(["p0", "p1", "p2", "p3"], rng.randrange(3))
+        g.add_triple(f"e{rng.randrange(40)}", rng.choice(rels), f"e{rng.randrange(40)}", src)
+    g.add_triple("e0", "plain", "e0", ["p9"])
+    g.add_triple("e0", "plain", "e1", [])
+    g.add_triple("e0", "a`b", "e1", ["p1"])
+    kg = open_kg(backend, "induced")
+    kg.load(g)
+    for seeds, hops in ((["e0"], 0), (["e0"], 1), (["e5", "e9"], 1), (["e0"], 2)):
+        ball = set(g.k_hop(seeds, hops))
+        assert _fetched(kg.subgraph_for(seeds, hops)) == _induced_in_memory(g, ball)
+    if backend == "falkordb":  # a graph loaded without kg_orel
+        kg._run("MATCH (e:__Entity__) REMOVE e.kg_orel")
+        ball = set(g.k_hop(["e0"], 1))
+        assert _fetched(kg.subgraph_for(["e0"], 1)) == _induced_in_memory(g, ball)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bounded_activation_is_the_default_and_walks_with_whole_graph_degrees(
+    sample_dbs, sample_mentions_index, sample_questions, metaqa_subset, metaqa_dbs, backend
+):
+    """``DBActivationRetriever`` fetches a 2-hop ball by default (never the whole component) and
+    walks it with the whole graph's degrees: with a ball that covers the component it returns the
+    in-memory Evidence, the degrees it reads are the whole graph's, and on MetaQA (one component)
+    the default fetch is smaller than the graph while ``hops=None`` fetches all of it."""
+    import numpy as np
+
+    from kgrag_plugins.methods.graphdb import ACTIVATION_HOPS
+
+    kg, view = sample_dbs[backend]
+    g = sample_mentions_index.graph
+    mem = ActivationRetriever(sample_mentions_index)
+    wide = DBActivationRetriever(view, kg, hops=10_000)  # bounded code path, ball = component
+    for q in [q.question for q in sample_questions][:3]:
+        a, b = mem.retrieve(q, 5), wide.retrieve(q, 5)
+        _same_evidence(a, b)
+        assert b.trace["graph_db"]["hops"] == 10_000
+    hub = max(g.entity_ids, key=lambda e: len(g.neighbors(e)))
+    ball = sorted(g.k_hop([hub], 1), key=g.index_of)
+    adj = g.adjacency("out")
+    adj = ((adj + adj.T) > 0).astype(np.int64).tocsr()
+    rows = [g.index_of(e) for e in ball]
+    assert kg.neighbour_counts(ball).tolist() == np.diff(adj.indptr)[rows].tolist()
+    pids = g.passage_ids[:20]
+    assert kg.passage_degrees(pids).tolist() == [len(g.entities_of(p)) for p in pids]
+
+    index, questions = metaqa_subset
+    kg, view = metaqa_dbs[backend]
+    default = DBActivationRetriever(view, kg)
+    assert default.hops == ACTIVATION_HOPS
+    exact = DBActivationRetriever(view, kg, hops=None)
+    for q in questions:
+        b, e = default.retrieve(q, 5), exact.retrieve(q, 5)
+        assert b.trace["graph_db"]["hops"] == ACTIVATION_HOPS and e.trace["graph_db"]["hops"] is None
+        assert b.trace["graph_db"]["entities"] < e.trace["graph_db"]["entities"]
+        assert b.facts, "the bounded walk still activates facts"
+    with pytest.raises(ValueError, match="hops"):
+        DBActivationRetriever(view, kg, hops=-1)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_activation_parity_in_the_large_graph_class(
     sample_dbs, sample_mentions_index, sample_questions, backend, monkeypatch
@@ -288,7 +404,7 @@ def test_activation_parity_in_the_large_graph_class(
     n = g.num_entities + len(sample_mentions_index.passages)
     monkeypatch.setattr(act, "PUSH_MIN_NODES", n)
     monkeypatch.setattr(db_retrieve, "PUSH_MIN_NODES", n)
-    mem, db = ActivationRetriever(sample_mentions_index), DBActivationRetriever(view, kg)
+    mem, db = ActivationRetriever(sample_mentions_index), DBActivationRetriever(view, kg, hops=None)
     assert mem._large
     pushed = []
     real_push = act.ActivationRetriever.push

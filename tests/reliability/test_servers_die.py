@@ -320,7 +320,7 @@ def test_falkordb_killed_mid_retrieval_bench_then_rerun_matches(falkordb, sample
     server = falkordb(appendonly=True)
     kg = _falkordb_kg(server.url)
     kg.load(index.graph)
-    retriever = DBActivationRetriever(index_view(index, kg.entity_table()), kg)
+    retriever = DBActivationRetriever(index_view(index, kg.entity_table()), kg, hops=None)
     done: list[list[str]] = []
 
     def bench() -> None:

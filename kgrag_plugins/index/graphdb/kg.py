@@ -53,6 +53,11 @@ BATCH = 5000
 COPY_BATCH = 100_000
 #: Ids per read query (``UNWIND $ids``).
 READ_BATCH = 20000
+#: Heads per induced-edge query (each statement also carries the bucketed rows of the whole
+#: fetched set, so fewer, larger statements).
+INNER_BATCH = 200_000
+#: Relationship types per ``UNION ALL`` statement of FalkorDB's typed induced-edge fetch.
+TYPES_PER_STATEMENT = 200
 #: Driver exception class names (anywhere in the cause chain) that mean the server is gone:
 #: redis-py's ``ConnectionError`` / ``TimeoutError``, Neo4j's ``ServiceUnavailable`` /
 #: ``SessionExpired`` (builtin ``ConnectionError`` subclasses count too).
@@ -110,6 +115,8 @@ class PropertyGraphKG:
         self.dialect: Dialect = dialect(store.dialect)
         self._relations: list[str] | None = None
         self._table: KnowledgeGraph | None = None
+        #: Whole-graph (out, in) degrees by entity row, read with the entity table (None: not stored).
+        self._degrees: tuple[np.ndarray, np.ndarray] | None = None
         #: Statements sent and rows received (for the benchmark and the tests).
         self.stats = {"queries": 0, "rows": 0}
         #: Set when the server was lost: the next read first checks the graph is still there.
@@ -139,7 +146,7 @@ class PropertyGraphKG:
 
     def _server_lost(self) -> None:
         """Forget what was read from the server (and make the next call check the graph)."""
-        self._lost, self._relations, self._table = True, None, None
+        self._lost, self._relations, self._table, self._degrees = True, None, None, None
         self._epoch = getattr(self.store, "server_epoch", None)
         for reset in self.on_server_lost:
             reset()
@@ -193,6 +200,7 @@ class PropertyGraphKG:
         d = self.dialect
         kout = np.diff(graph.adjacency("out").indptr).tolist()
         kin = np.diff(graph.adjacency("in").indptr).tolist()
+        orel = _out_relations(graph) if d.typed_fetch else None
         ents = [
             {
                 "id": e.id,
@@ -203,6 +211,7 @@ class PropertyGraphKG:
                 "aliases": list(e.aliases),
                 "kout": kout[i],
                 "kin": kin[i],
+                **({"orel": orel[i]} if orel is not None else {}),
             }
             for i, e in enumerate(graph.entities())
         ]
@@ -238,7 +247,7 @@ class PropertyGraphKG:
         self._run(d.set_meta, {"key": "meta", "value": json.dumps(graph.meta, ensure_ascii=False)})
         # the relation vocabulary last: its presence says the load finished (``relations``)
         self._run(d.set_meta, {"key": "relations", "value": json.dumps(rels, ensure_ascii=False)})
-        self._relations, self._table = list(rels), None
+        self._relations, self._table, self._degrees = list(rels), None, None
         t3 = time.perf_counter()
         out = {
             "entities": len(ents),
@@ -271,7 +280,16 @@ class PropertyGraphKG:
         vectors read. Fetched once and cached."""
         if self._table is None:
             rows = sorted(self._run(self.dialect.all_entities()), key=lambda x: x["row"])
-            self._table = _graph(rows, self.relations, [], [])
+            table = _graph(rows, self.relations, [], [])
+            if [x["row"] for x in rows] != list(range(len(rows))):
+                raise ValueError(
+                    f"the {self.dialect.name} database's entity rows (kg_row) are not 0..n-1: load the graph "
+                    "again with PropertyGraphKG.load (clear=True)"
+                )
+            kout = np.array([-1 if x.get("kout") is None else x["kout"] for x in rows], dtype=np.int64)
+            kin = np.array([-1 if x.get("kin") is None else x["kin"] for x in rows], dtype=np.int64)
+            self._degrees = (kout, kin) if len(rows) and (kout >= 0).all() and (kin >= 0).all() else None
+            self._table = table
         return self._table
 
     def entities_with_triples(self, n: int = 1) -> list[str]:
@@ -283,6 +301,10 @@ class PropertyGraphKG:
         graph, in that order: what a fetched part needs for the whole graph's walk probabilities.
         Read from the ``kg_out`` / ``kg_in`` stored at load (counted in the database for a graph
         loaded without them)."""
+        table = self.entity_table()
+        if self._degrees is not None:  # read with the entity table
+            rows = np.array([table.index_of(e) for e in entity_ids], dtype=np.int64)
+            return self._degrees[0][rows], self._degrees[1][rows]
         pos = {e: i for i, e in enumerate(entity_ids)}
         out, inn = np.full(len(pos), -1, dtype=np.int64), np.full(len(pos), -1, dtype=np.int64)
         for x in self._read(self.dialect.stored_degrees(), list(pos)):
@@ -293,6 +315,23 @@ class PropertyGraphKG:
                 for x in self._read(self.dialect.degrees(direction), list(pos)):
                     deg[pos[x["e"]]] = int(x["n"])
         return out, inn
+
+    def neighbour_counts(self, entity_ids: Sequence[str]) -> np.ndarray:
+        """Distinct entities each of ``entity_ids`` shares a triple with in the whole graph (either
+        direction, parallel triples once): its entity-entity degree in activation's graph."""
+        pos = {e: i for i, e in enumerate(entity_ids)}
+        out = np.zeros(len(pos), dtype=np.int64)
+        for x in self._read(self.dialect.neighbour_counts(), list(pos)):
+            out[pos[x["e"]]] = int(x["n"])
+        return out
+
+    def passage_degrees(self, passage_ids: Sequence[str]) -> np.ndarray:
+        """How many entities each of ``passage_ids`` is linked to in the whole graph."""
+        pos = {p: i for i, p in enumerate(passage_ids)}
+        out = np.zeros(len(pos), dtype=np.int64)
+        for x in self._read(self.dialect.chunk_degrees(), list(pos)):
+            out[pos[x["p"]]] = int(x["n"])
+        return out
 
     def passage_entities(self, passage_ids: Sequence[str]) -> list[dict[str, Any]]:
         """``{"e": entity id, "p": passage id, "prow": passage row}`` per link of the passages."""
@@ -389,12 +428,85 @@ class PropertyGraphKG:
         return nbrs, rows
 
     def _induced(self, ids: list[str]) -> KnowledgeGraph:
-        """Entities ``ids`` with the triples among them and their passage links, fetched."""
-        ent_rows = sorted(self._read(self.dialect.entities(), ids), key=lambda x: x["row"])
-        inside = set(ids)
-        edges = {x["ti"]: x for x in self._read(self.dialect.out_edges(), ids) if x["t"] in inside}
+        """Entities ``ids`` with the triples among them and their passage links: the entities
+        from the cached entity table, the triples and links fetched."""
+        table = self.entity_table()
+        rows = sorted(table.index_of(e) for e in ids)
+        every = table.entity_ids  # one copy
+        ent_rows = [_entity_row(table, every[i], i) for i in rows]
+        ids = [x["id"] for x in ent_rows]
+        edges = {x["ti"]: x for x in self.inner_edges(ids, rows)}
         links = self._read(self.dialect.entity_chunks(), ids)
         return _graph(ent_rows, self.relations, [edges[t] for t in sorted(edges)], links)
+
+    def inner_edges(self, ids: Sequence[str], rows: Sequence[int]) -> list[dict[str, Any]]:
+        """The triples among the entities ``ids`` (their rows ``rows``): ``{h, ti, rel, t, src}``
+        rows, any order. The "tail is one of them" filter runs in the database, on the tail's
+        row (bucketed, see :mod:`.dialects`), before any relationship property is read."""
+        d = self.dialect
+        m = max(1, len(rows))
+        buckets: list[list[int]] = [[] for _ in range(m)]
+        for r in rows:
+            buckets[r % m].append(int(r))
+        out: list[dict[str, Any]] = []
+        ids_of = self.entity_table().entity_ids if d.typed_fetch else []
+        for i in range(0, len(ids), INNER_BATCH):
+            batch = {"ids": list(ids[i : i + INNER_BATCH]), "bk": buckets, "m": m}
+            if not d.typed_fetch:
+                out += self._run(d.inner_edges(), batch)
+                continue
+            by_type: dict[str, list[int]] = {}
+            typ = [quote(r) for r in self.relations]
+            every = list(dict.fromkeys(typ))
+            packed = self._run(d.inner_heads(), batch)
+            for head in packed[0]["p"].split(";") if packed and packed[0]["p"] else ():
+                a, _, orel = head.partition(":")
+                for t in every if orel == "*" else {typ[int(ri)] for ri in orel.split()}:  # "*": no kg_orel
+                    by_type.setdefault(t, []).append(int(a))
+            types = list(by_type)
+            for j in range(0, len(types), TYPES_PER_STATEMENT):
+                part = types[j : j + TYPES_PER_STATEMENT]
+                params: dict[str, Any] = {"bk": buckets, "m": m}
+                params.update({f"h{k}": by_type[t] for k, t in enumerate(part)})
+                out += _unpack(self._run(d.inner_edges_typed(part), params), ids_of)
+        return out
+
+
+def _out_relations(graph: KnowledgeGraph) -> list[list[int]]:
+    """Per entity row, the sorted distinct relation indices of its out-triples (``kg_orel``)."""
+    h, r, _ = graph.triple_arrays()
+    pairs = (
+        np.unique(np.stack([h.astype(np.int64), r.astype(np.int64)], axis=1), axis=0) if len(h) else np.zeros((0, 2))
+    )
+    out: list[list[int]] = [[] for _ in range(graph.num_entities)]
+    for hi, ri in pairs.tolist():
+        out[int(hi)].append(int(ri))
+    return out
+
+
+def _unpack(rows: list[dict[str, Any]], ids: Sequence[str]) -> list[dict[str, Any]]:
+    """Edge rows from :meth:`Dialect.inner_edges_typed`'s packed rows (``ids``: entity ids by row)."""
+    out: list[dict[str, Any]] = []
+    for x in rows:
+        rel = x["rel"]
+        src = {int(ti): list(s) for ti, s in x["s"] or ()}
+        v = [int(n) for n in x["e"].split()]
+        for h, ti, t in zip(v[::3], v[1::3], v[2::3]):
+            out.append({"h": ids[h], "ti": ti, "rel": rel, "t": ids[t], "src": src.get(ti, [])})
+    return out
+
+
+def _entity_row(table: KnowledgeGraph, entity_id: str, i: int) -> dict[str, Any]:
+    """Entity ``entity_id`` (row ``i``) of the entity table as a fetched row (what :func:`_graph` reads)."""
+    e = table.entity(entity_id)
+    return {
+        "id": e.id,
+        "row": i,
+        "name": e.name,
+        "label": e.type or "entity",
+        "dsc": e.description,
+        "aliases": list(e.aliases),
+    }
 
 
 def _graph(
