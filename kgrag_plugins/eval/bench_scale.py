@@ -449,7 +449,9 @@ def markdown_table(res: dict) -> str:
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     """Register ``bench-scale`` on the ``kgrag`` sub-command parsers."""
     p = sub.add_parser(
-        "bench-scale", help="scale benchmarks: --kg (a Wikidata5M-size KG, memory-mapped), --corpus (100k passages)"
+        "bench-scale",
+        help="scale benchmarks: --kg (a Wikidata5M-size KG, memory-mapped), --corpus (100k passages), "
+        "--curve (cost curves over sizes)",
     )
     p.add_argument(
         "--kg", action="store_true", help="the large-KG benchmark: a synthetic Wikidata5M-size KG (docs/scale.md)"
@@ -459,8 +461,15 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="the large-corpus benchmark: synthetic passages from the shared corpora (docs/scale.md)",
     )
+    p.add_argument(
+        "--curve",
+        action="store_true",
+        help="cost curves: build/query cost over --sizes passages, KG open over --kg-sizes entities (docs/scale.md)",
+    )
     p.add_argument("--out-dir", type=Path, required=True, help="generated files and DIR/index (keep under /tmp)")
-    p.add_argument("--json", type=Path, default=None, help="write the result JSON here")
+    p.add_argument(
+        "--json", type=Path, default=None, help="write the result JSON here (--curve: also the resume state)"
+    )
     p.add_argument("--markdown", type=Path, default=None, help="write the table here (default: JSON path .md)")
     p.add_argument("--entities", type=int, default=4_600_000, help="--kg: entities of the synthetic KG")
     p.add_argument("--triples", type=int, default=21_000_000, help="--kg: triple lines of the synthetic KG")
@@ -475,14 +484,34 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "--phases",
         default=None,
         help="--corpus: comma-separated phases to run (embed,build,add,query); the others' results "
-        "are read from an earlier run in --out-dir",
+        "are read from an earlier run in --out-dir. --curve: only these phases (build,parsekg_build,query,"
+        "frag,translator,import,open); with --force only these are measured again",
     )
     p.add_argument(
         "--embedder",
         default="default",
         choices=("default", "onnx", "onnx-int8"),
-        help="--corpus: passage embedder for every phase (default: MiniLM on sentence-transformers)",
+        help="--corpus, --curve: passage embedder for every phase (default: the index default)",
     )
+    p.add_argument(
+        "--sizes",
+        default=",".join(map(str, curve_sizes())),
+        help="--curve: corpus sizes in passages, comma-separated ('' for none)",
+    )
+    p.add_argument(
+        "--kg-sizes",
+        default=",".join(map(str, curve_sizes(kg=True))),
+        help="--curve: KG sizes in entities, comma-separated ('' for none)",
+    )
+    p.add_argument("--force", action="store_true", help="--curve: measure again the points already in --json")
+    p.add_argument(
+        "--slow-timeout",
+        type=float,
+        default=1800.0,
+        help="--curve: seconds for FRAG's and the translator's phase per point (past it: recorded as skipped)",
+    )
+    p.add_argument("--img-dir", type=Path, default=None, help="--curve: where the PNG plots go (default: by --json)")
+    p.add_argument("--no-plots", action="store_true", help="--curve: fit and write the JSON, draw no plots")
     p.add_argument("--frag-queries", type=int, default=100, help="FRAG queries measured (after one warm-up query)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the generated data and the queries")
     p.set_defaults(func=run)
@@ -490,8 +519,32 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.kg == args.corpus:
-        raise ValueError("bench-scale: give exactly one of --kg (large KG) or --corpus (large corpus)")
+    if args.kg + args.corpus + getattr(args, "curve", False) != 1:
+        raise ValueError(
+            "bench-scale: give exactly one of --kg (large KG), --corpus (large corpus) or --curve (cost curves)"
+        )
+    if getattr(args, "curve", False):
+        from . import bench_scale_curve as curve
+
+        path = args.json or args.out_dir / "bench-scale-curve.json"
+        res = curve.run_curve(
+            args.out_dir,
+            path,
+            sizes=_ints(args.sizes),
+            kg_sizes=_ints(args.kg_sizes),
+            queries=args.queries,
+            seed=args.seed,
+            embedder=args.embedder,
+            force=args.force,
+            slow_timeout=args.slow_timeout,
+            img_dir=args.img_dir,
+            plots=not args.no_plots,
+            phases=[x.strip() for x in args.phases.split(",") if x.strip()] if args.phases else None,
+        )
+        table = curve.markdown_table(res)
+        (args.markdown or path.with_suffix(".md")).write_text(table)
+        sys.stdout.write(table)
+        return 0
     if args.corpus:
         from . import bench_scale_corpus as corpus
 
@@ -516,6 +569,18 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     return _write(args, res, markdown_table(res))
+
+
+def curve_sizes(kg: bool = False) -> tuple[int, ...]:
+    """The default ``--curve`` sizes (passages, or entities with ``kg``)."""
+    from .bench_scale_curve import KG_SIZES, SIZES
+
+    return KG_SIZES if kg else SIZES
+
+
+def _ints(text: str) -> list[int]:
+    """``"5000,20000"`` -> ``[5000, 20000]`` (``""`` -> ``[]``)."""
+    return [int(x) for x in text.replace("_", "").split(",") if x.strip()]
 
 
 def _write(args: argparse.Namespace, res: dict, table: str) -> int:

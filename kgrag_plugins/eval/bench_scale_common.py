@@ -11,12 +11,13 @@ import sys
 from pathlib import Path
 
 
-def run_phase(module: str, args: list[str]) -> None:
+def run_phase(module: str, args: list[str], timeout: float | None = None) -> None:
     """Run one phase of ``module`` (``python -m module *args``) in a fresh interpreter: its own peak
-    RSS, no warm caches."""
+    RSS, no warm caches. Past ``timeout`` seconds the child is killed and
+    ``subprocess.TimeoutExpired`` raised."""
     repo = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ, PYTHONPATH=repo + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    subprocess.run([sys.executable, "-m", module, *args], check=True, env=env)
+    subprocess.run([sys.executable, "-m", module, *args], check=True, env=env, timeout=timeout)
 
 
 def rss_mb() -> dict[str, float | None]:
