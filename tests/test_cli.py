@@ -310,3 +310,22 @@ def test_cli_index_builder_show_graph_and_errors(tmp_path, capsys, sample_corpus
     assert "duplicate passage id 'a'" in capsys.readouterr().err
     assert not (tmp_path / "x").exists() or not (tmp_path / "x" / "manifest.json").exists()
     assert main(["index", "--out", str(tmp_path / "x")]) == 2
+
+
+def test_index_and_bench_embedder_option(mini_data, tmp_path, capsys, monkeypatch):
+    """``--embedder`` picks the MiniLM variant of new indexes (recorded in the manifest; the
+    default is onnx-int8), an unknown one is refused by argparse, and ``kgrag ask`` reopens each
+    index with its own embedder."""
+    monkeypatch.delenv("KGRAG_EMBEDDER", raising=False)
+    corpus = mini_data / "popqa" / "corpus.jsonl"
+    for choice, name in [(None, "+onnx-int8"), ("torch", "all-MiniLM-L6-v2")]:
+        out = tmp_path / f"idx-{choice}"
+        argv = ["index", "--corpus", str(corpus), "--out", str(out)] + (["--embedder", choice] if choice else [])
+        assert main(argv) == 0
+        capsys.readouterr()
+        assert json.loads((out / "manifest.json").read_text())["embedder"]["name"].endswith(name)
+        monkeypatch.delenv("KGRAG_EMBEDDER", raising=False)  # --embedder sets it for this process
+        assert main(["ask", "--index", str(out), "--retriever", "dense", "--json", "-k", "1", "Mozart"]) == 0
+        assert json.loads(capsys.readouterr().out)["passages"]
+    with pytest.raises(SystemExit):
+        main(["index", "--corpus", str(corpus), "--out", str(tmp_path / "x"), "--embedder", "gpu"])

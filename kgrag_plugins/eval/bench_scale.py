@@ -14,7 +14,7 @@ Phases, each in a fresh Python process so its time and peak RSS are its own:
    memory-mapped format of :mod:`kgrag_plugins.index.graph_mmap`).
 3. **query**: ``KnowledgeIndex.open(DIR/index)`` (``open_seconds``, ``open_peak_rss_mb`` =
    the process's ``VmHWM`` right after the open, interpreter and imports included), then
-   - **2-hop activation** from 100 random seed entities: :func:`activation_2hop`, the
+   - **2-hop activation** from 100 random seed entities: :func:`~.bench_scale_common.activation_2hop`, the
      spreading step of :class:`~kgrag_plugins.methods.activation.ActivationRetriever`
      (personalized PageRank with damping 0.5 over the undirected entity graph) truncated at
      two hops and computed on the seed's neighbourhood only, with the facts joining the most
@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from .bench_scale_common import pcts, rss_mb, run_phase
+from .bench_scale_common import activation_2hop, pcts, rss_mb, run_phase
 
 log = logging.getLogger("kgrag_plugins.eval.bench_scale")
 
@@ -208,52 +208,6 @@ def generate(
 
 
 # =========================================================================== measurements
-def activation_2hop(graph: Any, seed: str, *, damping: float = 0.5, top: int = 20, max_facts: int = 10) -> dict:
-    """Spreading activation from ``seed`` truncated at two hops, on the seed's neighbourhood only.
-
-    The activation of :class:`~kgrag_plugins.methods.activation.ActivationRetriever` is personalized
-    PageRank ``r = (1 - d) Σ_k (d P)^k s`` over the undirected graph (``P`` = random-walk transition,
-    here every triple an edge); this sums the terms ``k = 0, 1, 2`` (exactly, sparse vectors over
-    the CSR rows of the frontier), so its cost follows the 2-hop neighbourhood, not the graph.
-    Returns ``activated`` (top ``top`` entity id -> activation, strongest first), ``facts``
-    (triple indices joining two of them, as the retriever's facts) and ``reached`` (entities with
-    activation > 0)."""
-    out, inn = graph.adjacency("out"), graph.adjacency("in")
-    rows = np.array([graph.index_of(seed)], dtype=np.int64)
-    vals = np.ones(1)
-    total: dict[int, float] = {int(rows[0]): 1.0 - damping}
-    for _ in range(2):
-        parts, owners = [], []
-        deg = np.zeros(len(rows), dtype=np.int64)
-        for m in (out, inn):
-            starts, ends = m.indptr[rows].astype(np.int64), m.indptr[rows + 1].astype(np.int64)
-            counts = ends - starts
-            deg += counts
-            owner = np.repeat(np.arange(len(rows)), counts)
-            offs = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-            parts.append(np.asarray(m.indices[starts[owner] + offs], dtype=np.int64))
-            owners.append(owner)
-        nb, owner = np.concatenate(parts), np.concatenate(owners)
-        if not len(nb):
-            break
-        contrib = damping * vals[owner] / deg[owner]
-        rows, inv = np.unique(nb, return_inverse=True)
-        vals = np.bincount(inv, weights=contrib, minlength=len(rows))
-        for r, v in zip(rows.tolist(), ((1.0 - damping) * vals).tolist()):
-            total[r] = total.get(r, 0.0) + v
-    best = sorted(total.items(), key=lambda x: (-x[1], x[0]))[:top]
-    val = dict(best)
-    found: dict[int, float] = {}
-    for u, au in best:
-        lo, hi = int(out.indptr[u]), int(out.indptr[u + 1])
-        for v, ti in zip(out.indices[lo:hi].tolist(), out.data[lo:hi].tolist()):
-            if v in val and v != u:
-                found[ti - 1] = float(np.sqrt(au * val[v]))
-    facts = [ti for ti, _ in sorted(found.items(), key=lambda x: (-x[1], x[0]))[:max_facts]]
-    ids = graph.entity_ids
-    return {"activated": {ids[r]: v for r, v in best}, "facts": facts, "reached": len(total)}
-
-
 # =========================================================================== phases (fresh processes)
 def _phase_import(src: str, index_dir: str, out: str) -> None:
     import shutil

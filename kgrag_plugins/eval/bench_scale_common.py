@@ -1,6 +1,7 @@
 """What both ``kgrag bench-scale`` benchmarks measure with: a phase run in a fresh interpreter, the
-process's resident set, latency percentiles (:mod:`.bench_scale` for ``--kg``,
-:mod:`.bench_scale_corpus` for ``--corpus``; both import this module, neither the other's helpers)."""
+process's resident set, latency percentiles, the truncated 2-hop activation (:mod:`.bench_scale` for
+``--kg``, :mod:`.bench_scale_corpus` for ``--corpus``, :mod:`.bench_scale_curve` for ``--curve``; they
+import this module, not each other's helpers)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 
 def run_phase(module: str, args: list[str], timeout: float | None = None) -> None:
@@ -41,3 +45,49 @@ def pcts(ms: list[float]) -> dict[str, float]:
     if not xs:
         return {"p50": float("nan"), "p95": float("nan")}
     return {"p50": round(statistics.median(xs), 2), "p95": round(xs[min(len(xs) - 1, int(0.95 * len(xs)))], 2)}
+
+
+def activation_2hop(graph: Any, seed: str, *, damping: float = 0.5, top: int = 20, max_facts: int = 10) -> dict:
+    """Spreading activation from ``seed`` truncated at two hops, on the seed's neighbourhood only.
+
+    The activation of :class:`~kgrag_plugins.methods.activation.ActivationRetriever` is personalized
+    PageRank ``r = (1 - d) Σ_k (d P)^k s`` over the undirected graph (``P`` = random-walk transition,
+    here every triple an edge); this sums the terms ``k = 0, 1, 2`` (exactly, sparse vectors over
+    the CSR rows of the frontier), so its cost follows the 2-hop neighbourhood, not the graph.
+    Returns ``activated`` (top ``top`` entity id -> activation, strongest first), ``facts``
+    (triple indices joining two of them, as the retriever's facts) and ``reached`` (entities with
+    activation > 0)."""
+    out, inn = graph.adjacency("out"), graph.adjacency("in")
+    rows = np.array([graph.index_of(seed)], dtype=np.int64)
+    vals = np.ones(1)
+    total: dict[int, float] = {int(rows[0]): 1.0 - damping}
+    for _ in range(2):
+        parts, owners = [], []
+        deg = np.zeros(len(rows), dtype=np.int64)
+        for m in (out, inn):
+            starts, ends = m.indptr[rows].astype(np.int64), m.indptr[rows + 1].astype(np.int64)
+            counts = ends - starts
+            deg += counts
+            owner = np.repeat(np.arange(len(rows)), counts)
+            offs = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+            parts.append(np.asarray(m.indices[starts[owner] + offs], dtype=np.int64))
+            owners.append(owner)
+        nb, owner = np.concatenate(parts), np.concatenate(owners)
+        if not len(nb):
+            break
+        contrib = damping * vals[owner] / deg[owner]
+        rows, inv = np.unique(nb, return_inverse=True)
+        vals = np.bincount(inv, weights=contrib, minlength=len(rows))
+        for r, v in zip(rows.tolist(), ((1.0 - damping) * vals).tolist()):
+            total[r] = total.get(r, 0.0) + v
+    best = sorted(total.items(), key=lambda x: (-x[1], x[0]))[:top]
+    val = dict(best)
+    found: dict[int, float] = {}
+    for u, au in best:
+        lo, hi = int(out.indptr[u]), int(out.indptr[u + 1])
+        for v, ti in zip(out.indices[lo:hi].tolist(), out.data[lo:hi].tolist()):
+            if v in val and v != u:
+                found[ti - 1] = float(np.sqrt(au * val[v]))
+    facts = [ti for ti, _ in sorted(found.items(), key=lambda x: (-x[1], x[0]))[:max_facts]]
+    ids = graph.entity_ids
+    return {"activated": {ids[r]: v for r, v in best}, "facts": facts, "reached": len(total)}

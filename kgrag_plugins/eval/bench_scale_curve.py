@@ -28,7 +28,7 @@ run with a longer ``--slow-timeout`` measures it again.
 ``--kg`` generates it (:func:`.bench_scale.generate`, triples scaled with entities at
 Wikidata5M's 21M / 4.6M), imported and saved (``bench_scale._phase_import``), then opened in a
 fresh process (:func:`_phase_kg_open`): open seconds (embedder load and index open apart), open
-peak RSS, and 2-hop activation p50/p95 (:func:`.bench_scale.activation_2hop`).
+peak RSS, and 2-hop activation p50/p95 (:func:`.bench_scale_common.activation_2hop`).
 
 **Resumable**: every phase result is written into the JSON as soon as it is measured; a point (or
 phase) already there with the same parameters is not measured again unless ``--force``. Points in
@@ -303,7 +303,7 @@ def _phase_kg_open(index_dir: str, out: str, queries: int, seed: int) -> None:
     """Open a KG index in this fresh process: open time (embedder load apart), peak RSS, 2-hop activation."""
     from ..index.store import KnowledgeIndex
     from ..models.embed import default_embedder
-    from .bench_scale import activation_2hop
+    from .bench_scale_common import activation_2hop
 
     base = rss_mb()
     t0 = time.perf_counter()
