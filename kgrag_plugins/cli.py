@@ -483,7 +483,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="",
         metavar="KINDS",
         help="vectors to embed and store now instead of on a first query, comma-separated: entities, triples, "
-        "translator (default: none; see docs/scale.md, 'First query after open')",
+        "relations, translator (default: none; see docs/scale.md, 'First query after open')",
     )
     i.add_argument(
         "--out", "--index", dest="out", type=Path, required=True, metavar="DIR", help="the index directory to write"

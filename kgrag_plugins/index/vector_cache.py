@@ -58,9 +58,9 @@ __all__ = [
 ]
 
 ENTITIES, TRIPLES = "entity_vectors.npy", "triple_vectors.npy"
-#: What :func:`precompute` can compute: index entity and triple vectors, KG-Translator's
-#: relation-window and head-entity name vectors (ParseKG indexes).
-KINDS = ("entities", "triples", "translator")
+#: What :func:`precompute` can compute: index entity, triple and relation-vocabulary vectors,
+#: KG-Translator's relation-window and head-entity name vectors (ParseKG indexes).
+KINDS = ("entities", "triples", "relations", "translator")
 _READ_ONLY = {errno.EACCES, errno.EPERM, errno.EROFS}
 #: kinds a method package computes (the package that registers each, imported on first use): the
 #: index layer knows their names, not the methods
@@ -298,6 +298,8 @@ def precompute(index: Any, kinds: Sequence[str], *, progress: bool | None = None
             index._entity_vectors = graph_vectors(index, ENTITIES, progress)
         elif kind == "triples" and index.graph.num_triples:
             index._triple_vectors = graph_vectors(index, TRIPLES, progress)
+        elif kind == "relations":  # the relation vocabulary (FRAG's chain scores and pruning, Know3)
+            index.relation_vectors  # noqa: B018 - computed and stored on first read
         elif kind in _PROVIDERS and getattr(index, "parsekg", None) is not None:
             if kind not in _PRECOMPUTERS:  # the method package registers its step when imported
                 importlib.import_module(_PROVIDERS[kind])

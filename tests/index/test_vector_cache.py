@@ -81,6 +81,19 @@ def test_precompute_at_build_then_first_query_embeds_nothing(tmp_path):
         _build(tmp_path / "other", precompute=("tripels",))
 
 
+def test_precompute_relations_stores_the_vocabulary_for_the_next_open(tmp_path):
+    """``relations``: the relation vocabulary's vectors (FRAG's chain scores and pruning) embedded
+    once and read back by the next open, which then embeds no relation."""
+    idx = _build(tmp_path / "idx")
+    assert vc.precompute(idx, ["relations"]).keys() == {"relations"}
+    assert idx.has_relation_vectors and (_gdir(idx) / "relation_vectors.npy").is_file()
+    emb = Counting()
+    again = KnowledgeIndex.open(tmp_path / "idx", embedder=emb)
+    assert again.has_relation_vectors
+    np.testing.assert_array_equal(again.relation_vectors, idx.relation_vectors)
+    assert emb.calls == []
+
+
 def test_fingerprint_mismatch_recomputes(tmp_path):
     idx = _build(tmp_path / "idx")
     idx.triple_vectors

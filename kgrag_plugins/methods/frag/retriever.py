@@ -388,8 +388,8 @@ class FRAGRetriever(Retriever):
         if self.reranker is not None:
             names = [humanise_relation(self._relations[int(r)]) for r in present]
             scores = np.asarray(self.reranker(query, names), dtype=np.float64)
-        else:  # the index's relation vectors: embedded once per vocabulary, stored with the index
-            scores = self.index.relation_vectors[present] @ qv
+        else:  # relation vectors: the index's when loaded, else only the present relations embedded
+            scores = self._relation_cosines(present, qv)[present]
         kept = present[np.argsort(-scores, kind="stable")[: self.max_relations]]
         ok = np.isin(base, kept)
         nodes = np.union1d(np.union1d(keep[owner[ok]], self._pg.dst[pos[ok]]), seeds)

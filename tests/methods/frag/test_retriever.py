@@ -610,6 +610,12 @@ def test_relation_scoring_embeds_only_the_relations_of_the_candidate_chains(monk
     full, _ = FRAGRetriever(full_idx, max_paths=ALL).paths(q, route="simple")
     assert [_key(p) for p in lazy] == [_key(p) for p in full]
     np.testing.assert_allclose([p.score for p in lazy], [p.score for p in full], atol=1e-6)
+    # relation pruning (more relations around the topic than max_relations) scores lazily too
+    lazy_idx2 = _hash_index(graph)
+    pruned, trace = FRAGRetriever(lazy_idx2, max_paths=ALL, max_relations=2).paths(q, route="complex")
+    assert trace.get("relations_kept") == 2 and not lazy_idx2.has_relation_vectors
+    pruned_full, _ = FRAGRetriever(full_idx, max_paths=ALL, max_relations=2).paths(q, route="complex")
+    assert [_key(p) for p in pruned] == [_key(p) for p in pruned_full]
 
 
 @pytest.mark.parametrize("max_nodes, pagerank", [(15, True), (2000, False)])
