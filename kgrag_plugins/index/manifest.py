@@ -143,18 +143,18 @@ def check_version(root: Path, manifest: dict[str, Any]) -> None:
         )
 
 
-def manifest_embedder(root: Path, manifest: dict[str, Any]) -> Any:
+def manifest_embedder(root: Path, manifest: dict[str, Any], default: Any = None) -> Any:
     """The embedder an index was built with, by the name its manifest records: a bundled MiniLM
-    variant (torch / ONNX / ONNX int8, :func:`~kgrag_plugins.models.embed.embedder_for_name`), or the
-    process's default embedder when that has the name; else ``IndexMismatchError`` (a custom
-    embedder must be passed again)."""
-    from ..models.embed import default_embedder, embedder_for_name
+    variant (torch / ONNX / ONNX int8, :func:`~kgrag_plugins.models.embed.embedder_for_name`), or
+    ``default()`` (the caller's default-embedder factory) when that has the name; else
+    ``IndexMismatchError`` (a custom embedder must be passed again)."""
+    from ..models.embed import embedder_for_name
 
     check_version(root, manifest)
     name = str((manifest.get("embedder") or {}).get("name"))
     found = embedder_for_name(name)
-    if found is None and default_embedder().name == name:  # e.g. a process-wide custom default
-        found = default_embedder()
+    if found is None and default is not None and default().name == name:  # e.g. a custom default
+        found = default()
     if found is None:
         raise IndexMismatchError(
             f"{root} was built with embedder {name!r}, not a bundled MiniLM variant; "

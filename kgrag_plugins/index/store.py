@@ -353,7 +353,7 @@ class KnowledgeIndex:
         given = embedder
         for attempt in range(OPEN_ATTEMPTS):
             manifest = read_manifest(root)
-            embedder = as_embedder(given) if given is not None else manifest_embedder(root, manifest)
+            embedder = as_embedder(given) if given is not None else manifest_embedder(root, manifest, default_embedder)
             check_compatible(root, manifest, embedder)
             gdir = root / manifest["generation"]
             lease = Lease.acquire(gdir)

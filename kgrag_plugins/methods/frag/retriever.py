@@ -517,13 +517,15 @@ class FRAGRetriever(Retriever):
         vectors made FRAG's first query embed for 410 s (profiled, issue 36 item 4), and one
         question's chains use a few hundred. Same vectors either way (a text's vector does not
         depend on its batch)."""
-        if self.index.has_relation_vectors:
-            return self.index.relation_vectors @ qv
         out = np.zeros(len(self._relations))
-        if len(needed):
+        if not len(needed):
+            return out
+        if self.index.has_relation_vectors:  # the same rows, order and shape as below: bitwise equal
+            vecs = self.index.relation_vectors[needed]
+        else:
             embed = self.index.embedder.embed
             vecs, _ = self._cache.vectors([self._relations[int(r)] for r in needed], lambda t: embed(t, progress=False))
-            out[needed] = vecs @ qv
+        out[needed] = vecs @ qv
         return out
 
     def _verbalise(self, cands: Candidates, i: int) -> Path:
