@@ -503,7 +503,7 @@ class FRAGRetriever(Retriever):
         index's relation vectors), so a question never embeds many long texts."""
         if len(chains) <= MAX_CHAIN_TEXTS and len(self._relations) <= MAX_CHAIN_TEXT_RELATIONS and not self._local:
             vecs, _ = self._cache.vectors([self._chain_text(c) for c in chains], self._embed)
-            return (vecs @ qv).astype(np.float64)
+            return np.asarray(vecs, dtype=np.float64) @ np.asarray(qv, dtype=np.float64)
         valid = chains >= 0
         rel_ids = np.where(valid, chains % self._pg.R, 0)
         rel_cos = self._relation_cosines(np.unique(rel_ids[valid]), qv)
@@ -525,7 +525,9 @@ class FRAGRetriever(Retriever):
         else:
             embed = self.index.embedder.embed
             vecs, _ = self._cache.vectors([self._relations[int(r)] for r in needed], lambda t: embed(t, progress=False))
-        out[needed] = vecs @ qv
+        # float64: a float32 product's rounding depends on BLAS's thread count (which another
+        # component may limit process-wide), enough to flip near-tied chains between processes
+        out[needed] = np.asarray(vecs, dtype=np.float64) @ np.asarray(qv, dtype=np.float64)
         return out
 
     def _verbalise(self, cands: Candidates, i: int) -> Path:
