@@ -484,13 +484,18 @@ class ActivationRetriever(Retriever):
         adj = (adj + adj.T).tocsr()
         adj.data = np.minimum(adj.data, 1.0) * self.entity_edge_weight
         m = sp.bmat([[adj, link], [link.T, None]], format="csr")
-        deg = np.asarray(m.sum(axis=1)).ravel()
+        self._mentions = np.asarray(link.sum(axis=1)).ravel()  # passages per entity
+        self._n_e, self._n_p = n_e, n_p
+        deg = self._degrees(m)
         inv = np.divide(1.0, deg, out=np.zeros_like(deg), where=deg > 0)
         self._trans = (sp.diags(inv) @ m).T.tocsr()  # column-stochastic where deg > 0
         self._rows = None  # its transpose, built on the first push
         self._dangling = deg == 0
-        self._mentions = np.asarray(link.sum(axis=1)).ravel()  # passages per entity
-        self._n_e, self._n_p = n_e, n_p
+
+    def _degrees(self, m) -> np.ndarray:
+        """Row sums of the walk matrix ``m`` (a subclass walking a fetched subgraph divides by the
+        whole graph's degrees instead)."""
+        return np.asarray(m.sum(axis=1)).ravel()
 
     def _sources(
         self, query: str, qvec: np.ndarray

@@ -112,30 +112,13 @@ class _ViewActivation(ActivationRetriever):
         self._whole = whole
         super().__init__(index, **options)
 
-    def _build_matrix(self) -> None:
-        super()._build_matrix()
+    def _degrees(self, m) -> np.ndarray:
+        """The whole graph's degrees when given (mass leaving the fetched ball is dropped), else
+        the view's own row sums."""
         if self._whole is None:
-            return
-        import scipy.sparse as sp
-
-        # the view's matrix again (ActivationRetriever._build_matrix), divided by whole-graph degrees
-        g = self.index.graph
-        links = g.link_matrix().tocoo()
-        pos = self.index.graph_passage_positions()[links.col] if links.nnz else np.zeros(0, np.int64)
-        keep = pos >= 0
-        link = sp.csr_matrix((np.ones(int(keep.sum())), (links.row[keep], pos[keep])), shape=(self._n_e, self._n_p))
-        link.data[:] = 1.0
-        adj = g.adjacency("out").copy()
-        adj.data = np.ones_like(adj.data, dtype=np.float64)
-        adj = (adj + adj.T).tocsr()
-        adj.data = np.minimum(adj.data, 1.0) * self.entity_edge_weight
-        m = sp.bmat([[adj, link], [link.T, None]], format="csr")
+            return super()._degrees(m)
         nb, pdeg = self._whole
-        deg = np.concatenate([self.entity_edge_weight * nb + self._mentions, pdeg]).astype(np.float64)
-        inv = np.divide(1.0, deg, out=np.zeros_like(deg), where=deg > 0)
-        self._trans = (sp.diags(inv) @ m).T.tocsr()
-        self._rows = None
-        self._dangling = deg == 0
+        return np.concatenate([self.entity_edge_weight * nb + self._mentions, pdeg]).astype(np.float64)
 
     @property
     def _large(self) -> bool:
