@@ -123,8 +123,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _use_embedder(choice: str | None) -> None:
-    """``--embedder``: the bundled MiniLM variant for every index this process builds (through
-    ``KGRAG_EMBEDDER``, so QA, KGQA and Ray workers follow); checked before any work starts."""
+    """``--embedder``: the bundled MiniLM variant for every index this command builds (through
+    ``KGRAG_EMBEDDER``, so QA, KGQA and Ray workers follow; :func:`main` restores the variable when
+    the command returns); checked before any work starts."""
     if choice:
         from .models.embed import resolve_embedder
 
@@ -580,6 +581,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_offline_env()
     args = build_parser().parse_args(argv)
     _configure_logging(args.log_verbosity)
+    embedder_env = os.environ.get("KGRAG_EMBEDDER")  # --embedder sets it for this command only
     try:
         return int(args.func(args) or 0)
     except (ValueError, FileNotFoundError, KeyError) as e:
@@ -588,6 +590,12 @@ def main(argv: list[str] | None = None) -> int:
     except LLMError as e:
         print(f"kgrag {args.command}: error: {redact(e)}", file=sys.stderr)
         return 1
+    finally:
+        # main() called in-process (a notebook, a test) must not leave the next index's embedder changed
+        if embedder_env is None:
+            os.environ.pop("KGRAG_EMBEDDER", None)
+        else:
+            os.environ["KGRAG_EMBEDDER"] = embedder_env
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -81,6 +81,24 @@ def _writes_stay_in_tmp(tmp_path_factory):
             configuration.set_hypothesis_home_dir(None)
 
 
+@pytest.fixture(autouse=True)
+def _kgrag_env_is_restored():
+    """A test leaves the ``KGRAG_*`` environment as it found it: a leaked variable changes every
+    later test (``KGRAG_EMBEDDER=torch`` once leaked from an in-process ``kgrag index --embedder``
+    and moved a headline figure three hundred tests later). Fails the test that leaks."""
+    before = {k: v for k, v in os.environ.items() if k.startswith("KGRAG_")}
+    yield
+    after = {k: v for k, v in os.environ.items() if k.startswith("KGRAG_")}
+    if after != before:
+        changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+        for k in changed:  # restore, so one leak fails one test and not the rest of the session
+            if k in before:
+                os.environ[k] = before[k]
+            else:
+                os.environ.pop(k, None)
+        pytest.fail(f"the test changed the environment without restoring it: {', '.join(changed)}", pytrace=False)
+
+
 @pytest.fixture(scope="session")
 def headline_cache(tmp_path_factory) -> Path:
     """One index cache directory for the session's runs on the headline slice (2WikiMultihopQA, first

@@ -87,13 +87,7 @@ def test_the_committed_report_is_the_slice_and_its_aggregates_come_from_its_rows
         assert line.group(0).split("|")[3].strip() == f"{result['recall@5']:.3f}", (name, line.group(0))
 
 
-#: Known defect (2026-11-27, issue 36 notes): inside the full suite one near-tied 2Wiki question
-#: ranks its 5th FRAG passage differently than in a fresh process (0.89 vs the committed 0.91; alone
-#: the test passes). The suite state that causes it is not found yet; not strict, reported open.
-_FRAG_SUITE_STATE = pytest.mark.xfail(reason="FRAG near-tie differs inside the full suite (open)", strict=False)
-
-
-@pytest.mark.parametrize("name", [pytest.param(m, marks=_FRAG_SUITE_STATE) if m == "frag" else m for m in METHODS])
+@pytest.mark.parametrize("name", METHODS)
 def test_a_method_reproduces_its_committed_recall_on_a_fixed_slice(name, the_slice, report):
     ds, index_for = the_slice
     factory, _, builder = RETRIEVERS[name]
