@@ -487,6 +487,7 @@ def run_qa_bench(
         "dataset": ds.name,
         "n_questions": len(ds.questions),
         "corpus_size": corpus_size,
+        "embedder": indexes.plain.embedder.name,
         "llm": llm_name or repr(llm),
         "index_open_or_build_seconds": round(time.perf_counter() - t0, 2),
         "concurrency": concurrency if isinstance(concurrency, int) else levels,

@@ -1,0 +1,37 @@
+"""benchmarks/qa_smollm2.py's page logic (issue 30): the KG-retriever runs join their dataset's
+comparison, and their fallbacks count like any other run's."""
+
+from __future__ import annotations
+
+from conftest import load_script
+
+page = load_script("benchmarks/qa_smollm2.py")
+
+
+def _rep(rows: dict[str, tuple[float, bool]]) -> dict:
+    results = {s: {"acc": acc, "measured": ok, "fallback_share": 0.0 if ok else 0.2, "fallbacks": 0}
+               for s, (acc, ok) in rows.items()}  # fmt: skip
+    return {"results": results}
+
+
+def test_kg_retriever_rows_join_the_multi_hop_comparison_and_the_fallback_check():
+    act = "vanilla-rag:activation"
+    reports = {
+        "popqa": _rep({"no-retrieval": (0.02, True), "vanilla-rag": (0.18, True), act: (0.30, True)}),
+        "musique": _rep({"no-retrieval": (0.05, True), "vanilla-rag": (0.10, True), act: (0.06, True)}),
+    }
+    kg = {
+        "popqa": _rep({"vanilla-rag:frag": (0.01, True), "vanilla-rag:translator": (0.25, True)}),
+        "musique": _rep({"vanilla-rag:frag": (0.12, True), "vanilla-rag:translator": (0.04, False)}),
+    }
+    lines = "\n".join(page.summary_lines(reports, None, kg=kg))
+    # the best KG plug-in on musique is now FRAG's row (0.12 >= 0.10), not activation's (0.06)
+    assert "musique: best KG plug-in `vanilla-rag:frag` Acc 0.12 vs `vanilla-rag` 0.10" in lines
+    assert "at least `vanilla-rag` on 1 of 1 sets" in lines
+    # PopQA's "beats no-retrieval" counts the KG rows too, and names the one that does not
+    assert "beaten by 3 of 4 retrieval systems (not: vanilla-rag:frag)" in lines
+    # a KG run with fallbacks over 5 % is flagged as not measured, under its own run's name
+    assert "musique (KG retrievers)/vanilla-rag:translator (20 %)" in lines
+    # without kg runs, the summary is what it was
+    plain = "\n".join(page.summary_lines(reports, None))
+    assert "vanilla-rag:frag" not in plain and "musique: best KG plug-in `vanilla-rag:activation`" in plain
