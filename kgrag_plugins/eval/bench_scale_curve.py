@@ -174,44 +174,35 @@ def plot(res: dict, img_dir: str | os.PathLike[str], stem: str = "bench-scale-cu
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
 
+    # one figure per (file suffix, title, panels); a panel is (curves as (key, label), x label, y label)
+    figures = [
+        ("build", "Index build cost vs corpus size", [
+            ([("build_seconds", "build (mentions)"), ("parsekg_build_seconds", "parsekg build (vectors reused)")],
+             "passages", "seconds"),
+            ([("build_peak_rss_mb", "build peak RSS")], "passages", "MB"),
+            ([("index_mb", "mentions index"), ("parsekg_index_mb", "parsekg index")], "passages", "MB on disk"),
+        ]),
+        ("query", "Query latency (p50) vs corpus size", [
+            ([(f"{r}_p50_ms", r) for r in RETRIEVERS], "passages", "query p50 (ms)"),
+        ]),
+        ("kg", "KG open cost vs entities (memory-mapped)", [
+            ([("kg_open_seconds", "open (embedder + index)"), ("kg_open_index_seconds", "index open")],
+             "entities", "seconds"),
+            ([("kg_open_peak_rss_mb", "open peak RSS"), ("kg_index_mb", "index on disk")], "entities", "MB"),
+        ]),
+    ]  # fmt: skip
     paths = []
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
-    line(axes[0], "build_seconds", "build (mentions)")
-    line(axes[0], "parsekg_build_seconds", "parsekg build (vectors reused)")
-    finish(axes[0], "passages", "seconds")
-    line(axes[1], "build_peak_rss_mb", "build peak RSS")
-    finish(axes[1], "passages", "MB")
-    line(axes[2], "index_mb", "mentions index")
-    line(axes[2], "parsekg_index_mb", "parsekg index")
-    finish(axes[2], "passages", "MB on disk")
-    fig.suptitle("Index build cost vs corpus size")
-    fig.tight_layout()
-    paths.append(d / f"{stem}-build.png")
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(7, 5))
-    for r in RETRIEVERS:
-        line(ax, f"{r}_p50_ms", r)
-    finish(ax, "passages", "query p50 (ms)")
-    ax.set_title("Query latency (p50) vs corpus size")
-    fig.tight_layout()
-    paths.append(d / f"{stem}-query.png")
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
-    line(axes[0], "kg_open_seconds", "open (embedder + index)")
-    line(axes[0], "kg_open_index_seconds", "index open")
-    finish(axes[0], "entities", "seconds")
-    line(axes[1], "kg_open_peak_rss_mb", "open peak RSS")
-    line(axes[1], "kg_index_mb", "index on disk")
-    finish(axes[1], "entities", "MB")
-    fig.suptitle("KG open cost vs entities (memory-mapped)")
-    fig.tight_layout()
-    paths.append(d / f"{stem}-kg.png")
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+    for suffix, title, panels in figures:
+        fig, axes = plt.subplots(1, len(panels), figsize=(7, 5) if len(panels) == 1 else (5 * len(panels), 4.5))
+        for ax, (curves, xlabel, ylabel) in zip(np.atleast_1d(axes), panels):
+            for curve, label in curves:
+                line(ax, curve, label)
+            finish(ax, xlabel, ylabel)
+        fig.suptitle(title)
+        fig.tight_layout()
+        paths.append(d / f"{stem}-{suffix}.png")
+        fig.savefig(paths[-1], dpi=110)
+        plt.close(fig)
     return paths
 
 

@@ -266,3 +266,19 @@ def test_curve_end_to_end_tiny(tmp_path, data_dir, monkeypatch):
     stamps = res["corpus"]["200"]["stamps"]
     assert args.func(args) == 0  # resumed: every point measured already
     assert json.loads(js.read_text())["corpus"]["200"]["stamps"] == stamps
+
+
+def test_plots_draw_the_three_figures_from_the_committed_curve_json(tmp_path):
+    """``plot`` redraws the build, query and KG figures (log-log) from a curve JSON, into tmp."""
+    import json
+    from pathlib import Path
+
+    from PIL import Image
+
+    from kgrag_plugins.eval.bench_scale_curve import plot
+
+    res = json.loads((Path(__file__).resolve().parents[2] / "docs/benchmarks/bench-scale-curve.json").read_text())
+    paths = plot(res, tmp_path)
+    assert [p.name for p in paths] == [f"bench-scale-curve-{s}.png" for s in ("build", "query", "kg")]
+    sizes = [Image.open(p).size for p in paths]
+    assert sizes[0][0] > sizes[2][0] > sizes[1][0] > 300  # three panels, two, one
