@@ -271,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--kg-retrievers", action="store_true", help="also run KG_RETRIEVER_SYSTEMS on every dataset (own journals)"
     )
+    ap.add_argument("--kg-datasets", default=None, help="with --kg-retrievers: only these datasets (default: all)")
     ap.add_argument("--out-dir", type=Path, default=ROOT / "docs" / "benchmarks" / "qa")
     ap.add_argument("--page", type=Path, default=ROOT / "docs" / "qa-smollm2.md")
     ap.add_argument("--quiet", action="store_true")
@@ -286,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for ds in [d.strip() for d in args.datasets.split(",") if d.strip()]:
             reports[ds] = _run(f"qa-smollm2-{ds}", ds, SYSTEMS[ds], llm, desc, args, concurrency=args.concurrency)
-            if args.kg_retrievers:
+            if args.kg_retrievers and (args.kg_datasets is None or ds in args.kg_datasets.split(",")):
                 kg[ds] = _run(
                     f"qa-smollm2-{ds}-kg", ds, KG_RETRIEVER_SYSTEMS, llm, desc, args, concurrency=args.concurrency
                 )
