@@ -35,3 +35,31 @@ def test_kg_retriever_rows_join_the_multi_hop_comparison_and_the_fallback_check(
     # without kg runs, the summary is what it was
     plain = "\n".join(page.summary_lines(reports, None))
     assert "vanilla-rag:frag" not in plain and "musique: best KG plug-in `vanilla-rag:activation`" in plain
+
+
+def test_the_readme_qa_table_is_the_committed_reports():
+    """Every Acc in the README's SmolLM2 table is the committed report's figure (main or KG run)."""
+    import json
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    table = readme[readme.index("| system | PopQA | HotpotQA | 2Wiki | MuSiQue |") :].split("\n\n")[0]
+    sets = ["popqa", "hotpotqa", "2wikimultihopqa", "musique"]
+    acc = {}
+    for ds in sets:
+        for suffix in ("", "-kg"):
+            path = root / "docs" / "benchmarks" / "qa" / f"qa-smollm2-{ds}{suffix}.json"
+            if path.is_file():
+                for system, r in json.loads(path.read_text())["results"].items():
+                    acc[(system, ds)] = f"{r['acc']:.2f}"
+    checked = 0
+    for line in table.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        system = re.match(r"`([^`]+)`", cells[0]).group(1)
+        for ds, cell in zip(sets, cells[1:]):
+            if cell:
+                assert cell.strip("*") == acc[(system, ds)], (system, ds, cell)
+                checked += 1
+    assert checked >= 20
