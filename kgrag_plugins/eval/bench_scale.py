@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from .bench_scale_common import activation_2hop, pcts, rss_mb, run_phase
+from .bench_scale_common import open_and_walk, pcts, rss_mb, run_phase
 
 log = logging.getLogger("kgrag_plugins.eval.bench_scale")
 
@@ -244,27 +244,8 @@ def _phase_import(src: str, index_dir: str, out: str) -> None:
 
 
 def _phase_query(index_dir: str, out: str, queries: int, frag_queries: int, seed: int) -> None:
-    from ..index.store import KnowledgeIndex
-    from ..models.embed import default_embedder
-
-    base = rss_mb()
-    t0 = time.perf_counter()
-    default_embedder()  # MiniLM, loaded by the open anyway: timed apart
-    t1 = time.perf_counter()
-    index = KnowledgeIndex.open(index_dir)
-    open_s = time.perf_counter() - t0
-    embedder_s, index_s = t1 - t0, time.perf_counter() - t1
-    after_open = rss_mb()
+    index, seeds, result = open_and_walk(index_dir, queries, seed)
     g = index.graph
-    rng = np.random.default_rng(seed)
-    ids = g.entity_ids
-    seeds = [ids[int(i)] for i in rng.integers(0, g.num_entities, size=queries)]
-    act_ms, reached = [], []
-    for s in seeds:
-        t = time.perf_counter()
-        res = activation_2hop(g, s)
-        act_ms.append((time.perf_counter() - t) * 1e3)
-        reached.append(res["reached"])
     after_act = rss_mb()
     from ..methods.frag import FRAGRetriever
 
@@ -283,19 +264,8 @@ def _phase_query(index_dir: str, out: str, queries: int, frag_queries: int, seed
     if frag_ms:  # the first query also embeds the relation vocabulary once (stored in the index)
         first_frag_ms = frag_ms.pop(0)
         frag_graph_ms.pop(0)
-    act, fr, fg = pcts(act_ms), pcts(frag_ms), pcts(frag_graph_ms)
-    result = {
-        "open_seconds": round(open_s, 2),
-        "open_embedder_seconds": round(embedder_s, 2),
-        "open_index_seconds": round(index_s, 2),
-        "open_peak_rss_mb": round(after_open["hwm"] or 0.0, 1),
-        "open_rss_mb": round(after_open["rss"] or 0.0, 1),
-        "baseline_rss_mb": round(base["rss"] or 0.0, 1),
-        "graph_mapped": bool(g.mapped),
-        "activation_2hop_p50_ms": act["p50"],
-        "activation_2hop_p95_ms": act["p95"],
-        "activation_2hop_queries": len(act_ms),
-        "activation_2hop_median_reached": int(statistics.median(reached)) if reached else 0,
+    fr, fg = pcts(frag_ms), pcts(frag_graph_ms)
+    result |= {
         "peak_rss_after_activation_mb": round(after_act["hwm"] or 0.0, 1),
         "frag_setup_seconds": round(frag_setup, 2),
         "frag_first_query_ms": round(first_frag_ms, 1) if frag_paths else None,
@@ -493,7 +463,7 @@ def run(args: argparse.Namespace) -> int:
             slow_timeout=args.slow_timeout,
             img_dir=args.img_dir,
             plots=not args.no_plots,
-            phases=[x.strip() for x in args.phases.split(",") if x.strip()] if args.phases else None,
+            phases=_names(args.phases) if args.phases else None,
         )
         table = curve.markdown_table(res)
         (args.markdown or path.with_suffix(".md")).write_text(table)
@@ -510,7 +480,7 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             dense_build=args.dense_build,
             embedder=args.embedder,
-            phases=[x.strip() for x in args.phases.split(",") if x.strip()] if args.phases else None,
+            phases=_names(args.phases) if args.phases else None,
         )
         return _write(args, res, corpus.markdown_table(res))
     res = run_kg_bench(
@@ -535,6 +505,11 @@ def curve_sizes(kg: bool = False) -> tuple[int, ...]:
 def _ints(text: str) -> list[int]:
     """``"5000,20000"`` -> ``[5000, 20000]`` (``""`` -> ``[]``)."""
     return [int(x) for x in text.replace("_", "").split(",") if x.strip()]
+
+
+def _names(text: str | None) -> list[str]:
+    """``"query, frag"`` -> ``["query", "frag"]`` (``None`` / ``""`` -> ``[]``)."""
+    return [x.strip() for x in (text or "").split(",") if x.strip()]
 
 
 def _write(args: argparse.Namespace, res: dict, table: str) -> int:

@@ -47,7 +47,6 @@ import logging
 import math
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import time
@@ -56,7 +55,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .bench_scale_common import pcts, rss_mb, run_phase
+from .bench_scale_common import open_and_walk, pcts, rss_mb, run_phase
 
 log = logging.getLogger("kgrag_plugins.eval.bench_scale_curve")
 
@@ -292,38 +291,7 @@ def _phase_parsekg(d: Path, out: Path, emb_name: str) -> None:
 
 def _phase_kg_open(index_dir: str, out: str, queries: int, seed: int) -> None:
     """Open a KG index in this fresh process: open time (embedder load apart), peak RSS, 2-hop activation."""
-    from ..index.store import KnowledgeIndex
-    from ..models.embed import default_embedder
-    from .bench_scale_common import activation_2hop
-
-    base = rss_mb()
-    t0 = time.perf_counter()
-    default_embedder()
-    t1 = time.perf_counter()
-    index = KnowledgeIndex.open(index_dir)
-    t2 = time.perf_counter()
-    after = rss_mb()
-    g = index.graph
-    rng = np.random.default_rng(seed)
-    ids = g.entity_ids
-    ms, reached = [], []
-    for i in rng.integers(0, g.num_entities, size=queries).tolist():
-        t = time.perf_counter()
-        reached.append(activation_2hop(g, ids[i])["reached"])
-        ms.append((time.perf_counter() - t) * 1e3)
-    p = pcts(ms)
-    res = {
-        "open_seconds": round(t2 - t0, 2),
-        "open_embedder_seconds": round(t1 - t0, 2),
-        "open_index_seconds": round(t2 - t1, 2),
-        "open_peak_rss_mb": round(after["hwm"] or 0.0, 1),
-        "baseline_rss_mb": round(base["rss"] or 0.0, 1),
-        "graph_mapped": bool(g.mapped),
-        "activation_2hop_p50_ms": p["p50"],
-        "activation_2hop_p95_ms": p["p95"],
-        "activation_2hop_queries": len(ms),
-        "activation_2hop_median_reached": int(statistics.median(reached)) if reached else 0,
-    }
+    index, _, res = open_and_walk(index_dir, queries, seed)
     index.close()
     Path(out).write_text(json.dumps(res))
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from kgrag_plugins.eval import bench_scale
+from kgrag_plugins.eval.bench_scale_common import activation_2hop
 from kgrag_plugins.index.graph import KnowledgeGraph
 from kgrag_plugins.types import Entity
 
@@ -50,7 +51,7 @@ def test_activation_2hop_equals_the_truncated_pagerank_series(tmp_path, seed):
     g = _graph()
     g.save(tmp_path / "g", mapped=True)
     for graph in (g, KnowledgeGraph.load(tmp_path / "g")):
-        res = bench_scale.activation_2hop(graph, seed, damping=0.5, top=1000, max_facts=5)
+        res = activation_2hop(graph, seed, damping=0.5, top=1000, max_facts=5)
         ref = _dense_2hop(g, seed, 0.5)
         got = np.zeros(len(g))
         for eid, v in res["activated"].items():
@@ -63,7 +64,7 @@ def test_activation_2hop_equals_the_truncated_pagerank_series(tmp_path, seed):
         for ti in res["facts"]:
             t = g.triple(ti)
             assert t.head in top and t.tail in top and t.head != t.tail
-    iso = bench_scale.activation_2hop(g, "lonely")
+    iso = activation_2hop(g, "lonely")
     assert iso == {"activated": {"lonely": 0.5}, "facts": [], "reached": 1}
 
 
