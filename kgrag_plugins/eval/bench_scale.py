@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from .bench_scale_common import open_and_walk, pcts, rss_mb, run_phase
+from .bench_scale_common import dir_bytes, open_and_walk, pcts, rss_mb, run_phase
 
 log = logging.getLogger("kgrag_plugins.eval.bench_scale")
 
@@ -237,7 +237,7 @@ def _phase_import(src: str, index_dir: str, out: str) -> None:
         "import_peak_rss_mb": round(rss_mb()["hwm"] or 0.0, 1),
         "graph": counts,
         "import_report": rep.to_dict(),
-        "index_bytes": sum(p.stat().st_size for p in Path(index_dir).rglob("*") if p.is_file()),
+        "index_bytes": dir_bytes(index_dir),
         "graph_mapped_format": any(Path(index_dir).glob("gen-*/graph/graph_format.json")),
     }
     Path(out).write_text(json.dumps(result))

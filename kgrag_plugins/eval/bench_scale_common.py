@@ -39,6 +39,11 @@ def rss_mb() -> dict[str, float | None]:
     return out
 
 
+def dir_bytes(d: str | os.PathLike[str]) -> int:
+    """Bytes of every file below ``d`` (an index's size on disk)."""
+    return sum(p.stat().st_size for p in Path(d).rglob("*") if p.is_file())
+
+
 def pcts(ms: list[float]) -> dict[str, float]:
     """``{"p50", "p95"}`` of latencies ``ms`` (NaN for none), rounded to 0.01."""
     xs = sorted(ms)

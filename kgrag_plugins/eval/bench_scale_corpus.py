@@ -59,7 +59,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..types import Passage
-from .bench_scale_common import pcts, rss_mb, run_phase
+from .bench_scale_common import dir_bytes, pcts, rss_mb, run_phase
 
 log = logging.getLogger("kgrag_plugins.eval.bench_scale_corpus")
 
@@ -210,7 +210,7 @@ def _phase_build(d: Path, out: Path, dense: bool, emb_name: str = "default") -> 
         "build_timings": {k: round(v, 2) for k, v in tm.items()},
         "build_spacy_wait_seconds": round(stats.get("spacy_s", 0.0), 2),
         "build_counts": index.counts,
-        "index_bytes": sum(p.stat().st_size for p in (d / "index").rglob("*") if p.is_file()),
+        "index_bytes": dir_bytes(d / "index"),
     }
     index.close()
     del index

@@ -55,7 +55,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .bench_scale_common import open_and_walk, pcts, rss_mb, run_phase
+from .bench_scale_common import dir_bytes, open_and_walk, pcts, rss_mb, run_phase
 
 log = logging.getLogger("kgrag_plugins.eval.bench_scale_curve")
 
@@ -283,7 +283,7 @@ def _phase_parsekg(d: Path, out: Path, emb_name: str) -> None:
         "parsekg_build_peak_rss_mb": round(rss_mb()["hwm"] or 0.0, 1),
         "parsekg_build_timings": {k: round(v, 2) for k, v in index.manifest.get("timings", {}).items()},
         "parsekg_counts": index.counts,
-        "parsekg_index_bytes": _bytes(d / "index_parsekg"),
+        "parsekg_index_bytes": dir_bytes(d / "index_parsekg"),
     }
     index.close()
     out.write_text(json.dumps(res))
@@ -297,10 +297,6 @@ def _phase_kg_open(index_dir: str, out: str, queries: int, seed: int) -> None:
 
 
 # =========================================================================== driver
-def _bytes(d: Path) -> int:
-    return sum(p.stat().st_size for p in d.rglob("*") if p.is_file())
-
-
 def _load() -> list[float] | None:
     try:
         return [round(x, 2) for x in os.getloadavg()]

@@ -525,8 +525,8 @@ class FRAGRetriever(Retriever):
         else:
             embed = self.index.embedder.embed
             vecs, _ = self._cache.vectors([self._relations[int(r)] for r in needed], lambda t: embed(t, progress=False))
-        # float64: a float32 product's rounding depends on BLAS's thread count (which another
-        # component may limit process-wide), enough to flip near-tied chains between processes
+        # float64: a float32 dot product's rounding follows the BLAS kernel's summation order, which
+        # can differ between processes; the committed figures were measured with float64
         out[needed] = np.asarray(vecs, dtype=np.float64) @ np.asarray(qv, dtype=np.float64)
         return out
 
