@@ -309,7 +309,9 @@ def test_several_concurrency_levels_give_one_row_each(tmp_path):
     assert rows["vanilla-rag@c1"]["concurrency"] == 1 and rows["vanilla-rag@c4"]["concurrency"] == 4
     preds = report["predictions"]
     assert [p["prediction"] for p in preds["vanilla-rag@c1"]] == [p["prediction"] for p in preds["vanilla-rag@c4"]]
-    assert rows["vanilla-rag@c4"]["questions_per_minute"] > rows["vanilla-rag@c1"]["questions_per_minute"]
+    # the c4 row had questions in flight together (which level is faster is the benchmark's to measure:
+    # a wall-clock comparison here flipped on a box loaded by a vLLM server)
+    assert llm.max_in_flight > 1 and all(r["questions_per_minute"] > 0 for r in rows.values())
     with pytest.raises(ValueError, match="concurrency"):
         _bench(llm, ["vanilla-rag"], 2, journal=False, concurrency=[])
     with pytest.raises(SystemExit) as bad:  # argparse: usage + one error line, exit code 2

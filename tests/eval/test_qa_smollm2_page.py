@@ -63,3 +63,22 @@ def test_the_readme_qa_table_is_the_committed_reports():
                 assert cell.strip("*") == acc[(system, ds)], (system, ds, cell)
                 checked += 1
     assert checked >= 20
+
+
+def test_valid_rate_line_names_the_constrained_steps_below_98_percent():
+    """Only fully constrained steps count; the lowest row of each step is the one named."""
+
+    def rep(ds, stats):
+        return {"dataset": ds, "results": {s: {"reply_stats": st} for s, st in stats.items()}}
+
+    note_ok = {"write_note": {"replies": 100, "valid": 99, "constrained": 100}}
+    note_bad = {"write_note": {"replies": 104, "valid": 96, "constrained": 104}}
+    free = {"answer": {"replies": 100, "valid": 50, "constrained": 0}}  # unconstrained: not counted
+    sel = {"triple_selection": {"replies": 48, "valid": 48, "constrained": 48}}
+    reports = [rep("popqa", {"a": note_ok, "b": {**free, **sel}}), rep("musique", {"c": note_bad}), None]
+    (line,) = page.valid_rate_lines(reports)
+    assert line.startswith("- Valid replies on constrained steps: 1 of 2 steps at least 98% in every row")
+    assert "`write_note` 92% (musique `c`)" in line and "answer" not in line
+    (ok,) = page.valid_rate_lines([rep("popqa", {"a": note_ok, "b": sel})])
+    assert ok.endswith("2 of 2 steps at least 98% in every row.")
+    assert page.valid_rate_lines([rep("popqa", {"b": free})]) == []

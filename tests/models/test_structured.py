@@ -24,7 +24,14 @@ from kgrag_plugins.methods.sa_rag.prompts import ANSWER_SCHEMA, REASONING_SCHEMA
 from kgrag_plugins.methods.translator.prompts import NEXT_QUERY_SCHEMA, parse_next_query
 from kgrag_plugins.models.llm import ScriptedLLM
 from kgrag_plugins.models.replies import InvalidReply, check_text, complete_validated, first_line
-from kgrag_plugins.models.structured import OutputSchema, literal_regex, one_of_regex, phrase_regex, prose_regex
+from kgrag_plugins.models.structured import (
+    OutputSchema,
+    literal_regex,
+    one_of_regex,
+    paragraph_regex,
+    phrase_regex,
+    prose_regex,
+)
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -157,7 +164,17 @@ def test_kg_infused_prose_steps_pass_their_schemas(sample_mentions_index) -> Non
     assert llm.schemas == [KP.PROSE_SCHEMAS["write_note"], KP.PROSE_SCHEMAS["augment"]]
     assert llm.budgets == [KP.MAX_TOKENS["write_note"], KP.MAX_TOKENS["augment"]]
     for step, schema in KP.PROSE_SCHEMAS.items():
-        assert schema.regex == prose_regex() and schema.max_tokens == KP.MAX_TOKENS[step]
+        assert schema.regex == (paragraph_regex() if step == "write_note" else prose_regex())
+        assert schema.max_tokens == KP.MAX_TOKENS[step]
+
+
+def test_paragraph_regex_is_one_line_of_prose() -> None:
+    """The note schema: one paragraph; SmolLM2-135M's heading loops (``Title:\\n\\nTitle:``) cannot match."""
+    rx = paragraph_regex()
+    assert re.fullmatch(rx, 'Marie Curie was born in Warsaw (1867); she said: "radium!" – twice.')
+    for bad in ["Title:\n\nTitle:", "The note is:\nThe note is:", "<p>", "Curie <b>x</b>", '{"note": "x"}', ""]:
+        assert not re.fullmatch(rx, bad), bad
+    assert re.fullmatch(prose_regex(), "Title:\n\nTitle:")  # what the multi-line prose schema let through
 
 
 # --------------------------------------------------------------------------- schemas reach the LLM
