@@ -269,7 +269,8 @@ def write_page(
             f"## Every other system: {EVERY_SYSTEM['dataset']}, {EVERY_SYSTEM['limit']} questions",
             "",
             "The KG-Infused variants and the agents (3-8 LLM calls a question) on the first "
-            f"{EVERY_SYSTEM['limit']} questions only: what fitted the session on this box.",
+            f"{EVERY_SYSTEM['limit']} questions only: what fitted the session on this box. Run before "
+            "the prose schemas: notes, summaries and rewrites unconstrained (the next section reruns three).",
             "",
             provenance(every),
             "",

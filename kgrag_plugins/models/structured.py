@@ -192,8 +192,8 @@ def prose_regex() -> str:
 
 def paragraph_regex() -> str:
     """One paragraph of prose: :func:`prose_regex` without the newline. KG-Infused's note asks for
-    "a coherent paragraph" (Table 11); with line breaks allowed SmolLM2-135M opens 4-9 % of its notes
-    over FRAG / translator passages with a heading loop (``"The note is:\\n\\nThe note is:..."``)."""
+    "a coherent paragraph" (Table 11); with line breaks allowed SmolLM2-135M filled some of its notes
+    with heading loops (``"The note is:\\n\\nThe note is:..."``)."""
     return f"[{WORD_CHARS}][{PROSE_CHARS}]*"
 
 

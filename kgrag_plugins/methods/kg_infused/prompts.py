@@ -280,9 +280,9 @@ QUERY_EXPANSION_SCHEMA: OutputSchema = regex_schema(
 
 #: Tables 11/14/16's replies (note, triples summary, rewritten passage): prose that opens with a
 #: letter or digit and holds no markup, code or JSON characters, bounded by each step's tokens. The
-#: note is one paragraph (Table 11 asks for "a coherent paragraph"): over the same FRAG / translator
-#: passages, SmolLM2-135M's multi-line notes that failed validation (heading loops such as
-#: ``"Title:\n\nTitle:..."``) came out valid in 10 of 15 cases as one paragraph (docs/qa-smollm2.md).
+#: note is one paragraph (Table 11 asks for "a coherent paragraph"): with line breaks allowed,
+#: SmolLM2-135M filled some notes with heading loops (``"Title:\n\nTitle:..."``); one-paragraph notes
+#: are what docs/qa-smollm2.md measures on PopQA and MuSiQue.
 PROSE_SCHEMAS: dict[str, OutputSchema] = {
     step: regex_schema(
         f"kg_infused_{step}", paragraph_regex() if step == "write_note" else prose_regex(), max_tokens=MAX_TOKENS[step]
