@@ -284,10 +284,8 @@ QUERY_EXPANSION_SCHEMA: OutputSchema = regex_schema(
 #: SmolLM2-135M filled some notes with heading loops (``"Title:\n\nTitle:..."``); one-paragraph notes
 #: are what docs/qa-smollm2.md measures on PopQA and MuSiQue.
 PROSE_SCHEMAS: dict[str, OutputSchema] = {
-    step: regex_schema(
-        f"kg_infused_{step}", paragraph_regex() if step == "write_note" else prose_regex(), max_tokens=MAX_TOKENS[step]
-    )
-    for step in ("summary", "write_note", "augment")
+    step: regex_schema(f"kg_infused_{step}", rx, max_tokens=MAX_TOKENS[step])
+    for step, rx in (("summary", prose_regex()), ("write_note", paragraph_regex()), ("augment", prose_regex()))
 }
 
 
