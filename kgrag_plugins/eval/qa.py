@@ -65,7 +65,7 @@ from ..names import name_key, resolve_name
 from ..types import Answer, Evidence
 from .bench import DATASET_AWARE, RETRIEVERS, _opt_grid, _write, build_with_opts, parse_retriever_opts
 from .qa_meter import MeteredLLM
-from .qa_run import QAJournal, QARunAborted, default_journal_path, run_questions, summarize_row
+from .qa_run import QAJournal, QARunAborted, default_journal_path, prompt_fingerprint, run_questions, summarize_row
 
 __all__ = [
     "AGENT_ALIASES",
@@ -472,6 +472,7 @@ def run_qa_bench(
         "n_questions": len(ds.questions),
         "retriever_opts": list(retriever_opts),
         "llm_options": {k: v for k, v in (llm_options or {}).items() if k not in RESUMABLE_OPTIONS},
+        "prompts": prompt_fingerprint(),
     }
     info = {k: v for k, v in (llm_options or {}).items() if k in RESUMABLE_OPTIONS}
     info.update(concurrency=concurrency if isinstance(concurrency, int) else levels, llm_retries=llm_retries)

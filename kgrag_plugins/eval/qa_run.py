@@ -2,7 +2,8 @@
 (``--journal`` / ``--resume``) and the per-row summary built from the journal (docs/qa.md).
 
 Journal: JSON lines. The first is a header ``{"type": "header", "version", "config"}`` (dataset,
-systems, LLM, limit, options: ``--resume`` refuses a journal whose config differs) and ``info``
+systems, LLM, limit, options and :func:`prompt_fingerprint`: ``--resume`` refuses a journal whose
+config differs; one written before the fingerprint existed resumes with a WARNING) and ``info``
 (options a resumed run may change: deadline, concurrency, retries); then one
 ``{"type": "question", "row", "i", ...}`` line per finished (row, question), appended, flushed and
 fsynced as each question finishes; and one ``{"type": "row", "row", "n_run", "wall_s",
@@ -13,6 +14,7 @@ reports what an uninterrupted one would (latency aside).
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import logging
@@ -41,6 +43,7 @@ __all__ = [
     "QAJournal",
     "QARunAborted",
     "default_journal_path",
+    "prompt_fingerprint",
     "run_questions",
     "summarize_row",
 ]
@@ -54,6 +57,50 @@ DEFAULT_RETRY_WAIT = 3.0
 MEASURED_MAX_FALLBACK_SHARE = 0.05
 SCORE_KEYS = ("em", "f1", "acc", "acc_raw", "f1_last_alias")
 _sleep = time.sleep  # the cool-down wait (tests replace it)
+#: The modules (paths under the package) whose code and strings make the QA systems' prompts and
+#: output schemas: :func:`prompt_fingerprint` hashes them.
+PROMPT_MODULES = (
+    "methods/kg_infused/prompts.py",
+    "methods/sa_rag/prompts.py",
+    "methods/frag/prompts.py",
+    "methods/know3/prompts.py",
+    "methods/translator/prompts.py",
+    "agents/prompts.py",
+    "agents/self_rag_prompts.py",
+    "models/prompting.py",
+    "models/structured.py",
+)
+#: The config key of the fingerprint in a journal's header.
+PROMPTS_KEY = "prompts"
+
+
+def _code_without_docs(source: str) -> str:
+    """``source``'s syntax tree without docstrings or positions: what a comment, a docstring or a
+    reformat leaves unchanged."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
+def prompt_fingerprint(modules: Sequence[str] = PROMPT_MODULES, root: str | Path | None = None) -> str:
+    """A hash (12 hex digits) of the prompt and schema modules' code (:data:`PROMPT_MODULES`, read
+    under ``root``, default this package), comments, docstrings and layout ignored. It goes into a
+    journal's config, so ``--resume`` refuses to mix answers given under reworded prompts or
+    changed output schemas with new ones."""
+    base = Path(root) if root is not None else Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for rel in modules:
+        h.update(rel.encode() + b"\0" + _code_without_docs((base / rel).read_text(encoding="utf-8")).encode() + b"\0")
+    return h.hexdigest()[:12]
 
 
 class QARunAborted(LLMError):
@@ -119,14 +166,25 @@ class QAJournal:
             header = {}
         if header.get("type") != "header":
             raise ValueError(f"--resume: {self.path} is not a QA journal (no header line)")
-        if header.get("config") != self.config:
-            old = header.get("config") or {}
-            diff = sorted(k for k in set(old) | set(self.config) if old.get(k) != self.config.get(k))
-            details = "; ".join(f"{k}: journal {old.get(k)!r}, now {self.config.get(k)!r}" for k in diff)
-            raise ValueError(
-                f"--resume: {self.path} was written by a run with another config ({details}); "
-                "rerun with the same options, or drop --resume (or pass another --journal) to start over"
+        old = header.get("config") or {}
+        mine = self.config
+        if PROMPTS_KEY not in old and PROMPTS_KEY in mine:
+            logger.warning(
+                "%s was written before journals recorded a prompt fingerprint: resuming without checking "
+                "that its prompts and output schemas are today's",
+                self.path,
             )
+            mine = {k: v for k, v in mine.items() if k != PROMPTS_KEY}
+        if old != mine:
+            diff = sorted(k for k in set(old) | set(mine) if old.get(k) != mine.get(k))
+            details = "; ".join(f"{k}: journal {old.get(k)!r}, now {mine.get(k)!r}" for k in diff)
+            why = (
+                "; its prompts or output schemas differ from this version's, so its answers are not this "
+                "version's: drop --resume (or pass another --journal) to start over"
+                if PROMPTS_KEY in diff
+                else "; rerun with the same options, or drop --resume (or pass another --journal) to start over"
+            )
+            raise ValueError(f"--resume: {self.path} was written by a run with another config ({details}){why}")
         for n, line in enumerate(lines[1:], start=2):
             try:
                 rec = json.loads(line)

@@ -259,6 +259,35 @@ def test_a_new_run_keeps_the_previous_journal(tmp_path):
         _bench(ScriptedQALLM(), ["no-retrieval"], 1, journal=tmp_path / "other.jsonl", resume=True)
 
 
+def test_resume_refuses_a_journal_written_under_other_prompts(tmp_path, monkeypatch, caplog):
+    journal = tmp_path / "j.jsonl"
+    _bench(ScriptedQALLM(), ["no-retrieval"], 2, journal=journal)
+    header = json.loads(journal.read_text().splitlines()[0])
+    assert header["config"]["prompts"] == qa_run.prompt_fingerprint()
+    monkeypatch.setattr("kgrag_plugins.eval.qa.prompt_fingerprint", lambda: "0" * 12)
+    with pytest.raises(ValueError, match="prompts: journal .*prompts or output schemas differ"):
+        _bench(ScriptedQALLM(), ["no-retrieval"], 2, journal=journal, resume=True)
+    # a journal from before the fingerprint resumes (nothing asked again), with a WARNING
+    lines = journal.read_text().splitlines()
+    old = json.loads(lines[0])
+    del old["config"]["prompts"]
+    journal.write_text("\n".join([json.dumps(old), *lines[1:]]) + "\n")
+    llm = ScriptedQALLM()
+    with caplog.at_level("WARNING", logger="kgrag_plugins.eval.qa_run"):
+        _bench(llm, ["no-retrieval"], 2, journal=journal, resume=True)
+    assert llm.calls == 0 and "before journals recorded a prompt fingerprint" in caplog.text
+
+
+def test_prompt_fingerprint_ignores_comments_and_docstrings_not_prompt_text(tmp_path):
+    src = 'X = 1\n\n\ndef f(q):\n    """Doc."""\n    return f"Answer {q}"  # short\n'
+    (tmp_path / "p.py").write_text(src)
+    base = qa_run.prompt_fingerprint(["p.py"], root=tmp_path)
+    (tmp_path / "p.py").write_text("# a comment\n" + src.replace("Doc.", "Other doc.").replace("  # short", ""))
+    assert qa_run.prompt_fingerprint(["p.py"], root=tmp_path) == base
+    (tmp_path / "p.py").write_text(src.replace("Answer {q}", "Answer briefly {q}"))
+    assert qa_run.prompt_fingerprint(["p.py"], root=tmp_path) != base
+
+
 @pytest.mark.slow  # a real process: imports, index build into a fresh cache, then kill -9
 def test_kill_9_then_resume(tmp_path, data_dir):
     journal, cache = tmp_path / "j.jsonl", tmp_path / "cache"
