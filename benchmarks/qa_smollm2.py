@@ -56,6 +56,15 @@ _PARAGRAPH_TEXT = (
 #: loops (``full`` and ``self-rag+kg-infused``: 7 % of questions), rerun after those steps got a
 #: prose schema (``kg_infused.prompts.PROSE_SCHEMAS``); ``ka-only`` beside them as a check.
 PROSE_RERUN = {"dataset": "popqa", "limit": 30, "systems": ["ka-only", "full", "self-rag+kg-infused"]}
+#: The reader's passage budget: the vanilla RAG rows of PopQA again with each passage a prompt shows
+#: cut to ``passage_chars`` characters (head and tail around a marker; ``--passage-chars``, default
+#: 4,000). Activation's top 6 on PopQA are long pages, so its prompts are the longest of the main run;
+#: a 135M reader loses the answer in them. Its own journal; ``--reader-budget`` runs it.
+READER_BUDGET = {
+    "dataset": "popqa",
+    "passage_chars": 1000,
+    "systems": ["vanilla-rag", "vanilla-rag:activation", "vanilla-rag:hybrid", *KG_RETRIEVER_SYSTEMS],
+}
 #: The throughput comparison: one system at concurrency 1 and 8 in the same run.
 THROUGHPUT = {"dataset": "popqa", "system": "vanilla-rag", "limit": 32, "levels": [1, 8]}
 KG_PLUGINS = (
@@ -130,9 +139,11 @@ def summary_lines(
     every: dict[str, Any] | None = None,
     prose: dict[str, Any] | None = None,
     kg: dict[str, dict[str, Any]] | None = None,
+    budget: dict[str, Any] | None = None,
 ) -> list[str]:
     """The acceptance checks of issue 30, each with the numbers it reads (``kg``: the
-    :data:`KG_RETRIEVER_SYSTEMS` runs per dataset, compared with the same dataset's main run)."""
+    :data:`KG_RETRIEVER_SYSTEMS` runs per dataset, compared with the same dataset's main run;
+    ``budget``: the :data:`READER_BUDGET` run)."""
     lines: list[str] = []
     main_reports, kg_runs = reports, kg or {}
     reports = {ds: _merged(rep, kg_runs.get(ds)) for ds, rep in reports.items()}
@@ -145,6 +156,14 @@ def summary_lines(
             lines.append(
                 f"- PopQA: `vanilla-rag:activation` Acc {act:.2f} vs `vanilla-rag` (dense) {dense:.2f}: "
                 f"{100 * (act - dense):+.0f} points ({'meets' if ok else 'misses'} the +5-point goal)."
+            )
+        b_dense, b_act = (_acc(budget, s) if budget else None for s in ("vanilla-rag", "vanilla-rag:activation"))
+        if b_dense is not None and b_act is not None:
+            ok = b_act >= b_dense + 0.05
+            lines.append(
+                f"- PopQA, each passage cut to {READER_BUDGET['passage_chars']:,} characters: "
+                f"`vanilla-rag:activation` Acc {b_act:.2f} vs `vanilla-rag` {b_dense:.2f}: "
+                f"{100 * (b_act - b_dense):+.0f} points ({'meets' if ok else 'misses'} the +5-point goal)."
             )
         if nor is not None:
             beat = [s for s, r in pop["results"].items() if s != "no-retrieval" and r["acc"] > nor]
@@ -172,6 +191,8 @@ def summary_lines(
     superseded = set(prose["results"]) if prose else set()
     if prose:
         runs[f"{PROSE_RERUN['dataset']} (prose schemas)"] = prose
+    if budget:
+        runs[f"{READER_BUDGET['dataset']} (passages cut to {READER_BUDGET['passage_chars']})"] = budget
     not_measured = [
         f"{ds}/{s} ({100 * r['fallback_share']:.0f} %)"
         for ds, rep in runs.items()
@@ -186,7 +207,7 @@ def summary_lines(
                 f"- {PROSE_RERUN['dataset']} with prose schemas: `{s}` Acc {r['acc']:.2f}, "
                 f"fallbacks {r['fallbacks']}{before}."
             )
-    lines += valid_rate_lines([*reports.values(), every, prose])
+    lines += valid_rate_lines([*reports.values(), every, prose, budget])
     lines.append(
         "- Fallback share over 5 % (not measured): " + (", ".join(not_measured) if not_measured else "none") + "."
     )
@@ -203,6 +224,36 @@ def summary_lines(
     return lines
 
 
+def budget_section(budget: dict[str, Any], main: dict[str, Any] | None, kg: dict[str, Any] | None) -> list[str]:
+    """The heading and text of the :data:`READER_BUDGET` section: its rows' Acc and prompt tokens
+    beside the same systems' rows of the main runs (4,000 characters a passage)."""
+    rb = READER_BUDGET
+    before = {**((main or {}).get("results") or {}), **((kg or {}).get("results") or {})}
+    rows = [
+        f"| {s} | {before[s]['acc']:.2f} | {r['acc']:.2f} | {before[s]['tokens_per_q']['prompt']:.0f} | "
+        f"{r['tokens_per_q']['prompt']:.0f} |"
+        for s, r in budget["results"].items()
+        if s in before
+    ]
+    out = [
+        f"## The reader's passage budget: {rb['dataset']}, each passage cut to {rb['passage_chars']:,} characters",
+        "",
+        f"The vanilla RAG rows again with `--passage-chars {rb['passage_chars']}`: every prompt shows at most "
+        f"{rb['passage_chars']:,} characters of each passage (its head and tail around a marker saying how much "
+        "was cut) instead of 4,000. The retrievers and their rankings are unchanged; only what the 135M reader "
+        "reads is shorter. Same notes schema as the main run (one paragraph).",
+        "",
+    ]
+    if rows:
+        out += [
+            "| system | Acc (4,000 chars) | Acc (budget) | prompt tok/q (4,000 chars) | prompt tok/q (budget) |",
+            "|---|---|---|---|---|",
+            *rows,
+            "",
+        ]
+    return out
+
+
 def write_page(
     path: Path,
     reports: dict[str, dict[str, Any]],
@@ -211,6 +262,7 @@ def write_page(
     every: dict[str, Any] | None = None,
     prose: dict[str, Any] | None = None,
     kg: dict[str, dict[str, Any]] | None = None,
+    budget: dict[str, Any] | None = None,
 ) -> None:
     parts = [
         "# Answer quality with a real reader: SmolLM2-135M-Instruct (issue 30)",
@@ -229,7 +281,7 @@ def write_page(
         "",
         "## Summary",
         "",
-        *summary_lines(reports, throughput, every, prose, kg),
+        *summary_lines(reports, throughput, every, prose, kg, budget),
         "",
     ]
 
@@ -291,6 +343,10 @@ def write_page(
             qa_markdown_table(prose),
             "",
         ]
+    if budget:
+        parts += budget_section(budget, reports.get(READER_BUDGET["dataset"]), (kg or {}).get(READER_BUDGET["dataset"]))
+        parts.append("")
+        parts += [provenance(budget), "", qa_markdown_table(budget), ""]
     if throughput:
         table = qa_markdown_table(throughput)
         parts += ["## Throughput: concurrency 1 vs 8", "", provenance(throughput), "", table, ""]
@@ -308,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-throughput", action="store_true")
     ap.add_argument("--every-system", action="store_true", help="also run every other system (EVERY_SYSTEM)")
     ap.add_argument("--prose-rerun", action="store_true", help="also rerun PROSE_RERUN (prose schemas)")
+    ap.add_argument("--reader-budget", action="store_true", help="also run READER_BUDGET (shorter passages)")
     ap.add_argument(
         "--kg-retrievers", action="store_true", help="also run KG_RETRIEVER_SYSTEMS on every dataset (own journals)"
     )
@@ -323,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     llm, desc, close = resolve_llm(args.llm, args.llm_model, deadline=args.llm_deadline)
     reports: dict[str, dict[str, Any]] = {}
     kg: dict[str, dict[str, Any]] = {}
-    throughput = every = prose = None
+    throughput = every = prose = budget = None
     try:
         for ds in [d.strip() for d in args.datasets.split(",") if d.strip()]:
             reports[ds] = _run(f"qa-smollm2-{ds}", ds, SYSTEMS[ds], llm, desc, args, concurrency=args.concurrency)
@@ -351,12 +408,18 @@ def main(argv: list[str] | None = None) -> int:
                 f"qa-smollm2-{pr['dataset']}-prose", pr["dataset"], list(pr["systems"]), llm, desc, args,
                 limit=pr["limit"], concurrency=args.concurrency,
             )  # fmt: skip
+        if args.reader_budget:
+            rb = READER_BUDGET
+            budget = _run(
+                f"qa-smollm2-{rb['dataset']}-chars{rb['passage_chars']}", rb["dataset"], list(rb["systems"]), llm,
+                desc, args, concurrency=args.concurrency, passage_chars=rb["passage_chars"],
+            )  # fmt: skip
     finally:
         close()
     emb = os.environ.get("KGRAG_EMBEDDER")  # the index embedder is part of what was measured
     cmd = (f"KGRAG_EMBEDDER={emb} " if emb else "") + "KGRAG_DATA_DIR=../shared/data python benchmarks/qa_smollm2.py "
     cmd += " ".join(argv or sys.argv[1:])
-    write_page(args.page, reports, throughput, cmd.strip(), every, prose, kg)
+    write_page(args.page, reports, throughput, cmd.strip(), every, prose, kg, budget)
     logger.info("wrote %s", args.page)
     return 0
 

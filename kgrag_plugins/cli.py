@@ -55,6 +55,7 @@ def _cmd_bench_qa(args: argparse.Namespace) -> int:
             resume=args.resume,
             llm_retries=args.llm_retries,
             llm_options={k: v for k, v in llm_options.items() if v is not None},
+            passage_chars=args.passage_chars,
         )
     finally:
         close()
@@ -93,11 +94,14 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         raise ValueError("--slice-corpus applies to retrieval benchmarks, not --qa")
     if args.qa:
         return _cmd_bench_qa(args)
-    qa_only = (args.llm, args.systems, args.llm_model, args.llm_deadline, args.max_tokens, args.journal, args.resume)
+    qa_only = (
+        *(args.llm, args.systems, args.llm_model, args.llm_deadline, args.max_tokens, args.passage_chars),
+        *(args.journal, args.resume),
+    )
     if any(v not in (None, False) for v in qa_only) or args.concurrency != [1] or args.llm_retries != 2:
         raise ValueError(
-            "--llm, --llm-model, --systems, --llm-deadline, --max-tokens, --concurrency, --journal, --resume "
-            "and --llm-retries apply to --qa only"
+            "--llm, --llm-model, --systems, --llm-deadline, --max-tokens, --passage-chars, --concurrency, "
+            "--journal, --resume and --llm-retries apply to --qa only"
         )
     retrievers = [r.strip() for r in (args.retrievers or "dense,bm25,hybrid").split(",") if r.strip()]
     report = run_bench(
@@ -387,6 +391,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--llm-deadline", type=float, default=None, metavar="SECONDS", help="--qa: seconds per LLM call")
     b.add_argument("--max-tokens", type=int, default=None, metavar="N", help="--qa: default reply budget in tokens")
+    b.add_argument(
+        "--passage-chars",
+        type=int,
+        default=None,
+        metavar="N",
+        help="--qa: characters of each passage a prompt shows, head and tail (default: $KGRAG_PASSAGE_CHARS or 4000)",
+    )
     b.add_argument(
         "--concurrency",
         type=_int_list,

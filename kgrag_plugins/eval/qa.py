@@ -60,6 +60,8 @@ from ..methods.kg_infused import prompts as P
 from ..methods.kg_infused.retriever import MAX_ANSWER_CHARS, KGInfusedMemory
 from ..methods.sa_rag import SARAGRetriever
 from ..models.llm import LLMError
+from ..models.prompting import PASSAGE_PROMPT_CHARS, passage_budget
+from ..models.prompting import passage_chars as current_passage_chars
 from ..models.replies import check_text, complete_validated
 from ..names import name_key, resolve_name
 from ..types import Answer, Evidence
@@ -429,6 +431,7 @@ def run_qa_bench(
     llm_retries: int = 2,
     retry_wait: float | None = None,
     llm_options: dict[str, Any] | None = None,
+    passage_chars: int | None = None,
 ) -> dict[str, Any]:
     """Run the QA ``systems`` (default :func:`available_systems`; also ``vanilla-rag:RETRIEVER``)
     with ``llm`` on ``dataset``; write the JSON report to ``out`` (if given) and return it
@@ -443,7 +446,15 @@ def run_qa_bench(
     ``retriever_opts``, ``llm_options`` but the ``deadline``; concurrency and retries may change).
     A question whose answer fell back because the LLM was
     unavailable is rerun after the cool-down (``retry_wait`` seconds, default the LLM breaker's
-    ``cooldown``) up to ``llm_retries`` times; then :class:`QARunAborted` stops the run."""
+    ``cooldown``) up to ``llm_retries`` times; then :class:`QARunAborted` stops the run.
+    ``passage_chars``: characters of each passage every prompt shows
+    (:func:`~kgrag_plugins.models.prompting.passage_budget`; default ``KGRAG_PASSAGE_CHARS`` or
+    4000); a budget other than 4000 goes into the journal's config."""
+    if passage_chars is not None:
+        with passage_budget(passage_chars):
+            # only the parameters are bound here: the same call, inside the budget
+            kw = {k: v for k, v in locals().items() if k not in ("dataset", "systems", "passage_chars")}
+            return run_qa_bench(dataset, systems, **kw)
     if llm is None:
         raise ValueError("run_qa_bench needs an LLM (see resolve_llm: an endpoint URL, vllm:PATH or 'scripted')")
     levels = [concurrency] if isinstance(concurrency, int) else [int(c) for c in concurrency]
@@ -474,6 +485,8 @@ def run_qa_bench(
         "llm_options": {k: v for k, v in (llm_options or {}).items() if k not in RESUMABLE_OPTIONS},
         "prompts": prompt_fingerprint(),
     }
+    if current_passage_chars() != PASSAGE_PROMPT_CHARS:
+        config["passage_chars"] = current_passage_chars()
     info = {k: v for k, v in (llm_options or {}).items() if k in RESUMABLE_OPTIONS}
     info.update(concurrency=concurrency if isinstance(concurrency, int) else levels, llm_retries=llm_retries)
     path = None if journal is False else Path(journal) if journal else default_journal_path(out, cache_dir, config)

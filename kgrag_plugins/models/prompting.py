@@ -20,8 +20,11 @@ prompt") out of the graph even when an LLM obeyed them.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
+
+from ..config import env_number
 
 __all__ = [
     "DATA_FIELD_CHARS",
@@ -65,15 +68,41 @@ ESCAPED_BRACKET = "\u2039"  # ‹
 
 #: A passage shown to a model keeps this many characters (about 1,000 tokens), head and tail
 #: around a marker; the whole text stays in the index and in ``Evidence`` (issue 34, long documents).
+#: The default of :func:`passage_chars`: ``KGRAG_PASSAGE_CHARS`` or :func:`passage_budget` change it.
 PASSAGE_PROMPT_CHARS = 4000
+_budget: list[int] = []  # passage_budget's stack (process-wide: the QA harness's worker threads see it)
 #: Any one data field of a prompt (a block of passages, facts, a document) keeps this many.
 DATA_FIELD_CHARS = 24_000
 _CLIP_MARKER = " [... {n} characters cut to fit the prompt ...] "
 
 
-def clip_text(text: str, limit: int = PASSAGE_PROMPT_CHARS) -> str:
-    """``text`` if it has at most ``limit`` characters, else its head and tail (2:1) around a
-    marker that says how much was cut: never a silent cut mid-prompt."""
+def passage_chars() -> int:
+    """Characters of one passage a prompt shows (:func:`clip_text`'s default): the innermost
+    :func:`passage_budget`, else ``KGRAG_PASSAGE_CHARS``, else :data:`PASSAGE_PROMPT_CHARS`."""
+    if _budget:
+        return _budget[-1]
+    return int(env_number("PASSAGE_CHARS", PASSAGE_PROMPT_CHARS, minimum=199.0))
+
+
+@contextmanager
+def passage_budget(chars: int) -> Iterator[int]:
+    """Within the block, every prompt shows at most ``chars`` characters of each passage (head and
+    tail, :func:`clip_text`). Process-wide, so the threads of a QA run all see it. A small reader
+    answers better from shorter passages: docs/qa-smollm2.md measures it."""
+    if isinstance(chars, bool) or not isinstance(chars, int) or chars < 200:
+        raise ValueError(f"a passage budget must be an integer of at least 200 characters, got {chars!r}")
+    _budget.append(chars)
+    try:
+        yield chars
+    finally:
+        _budget.pop()
+
+
+def clip_text(text: str, limit: int | None = None) -> str:
+    """``text`` if it has at most ``limit`` characters (default :func:`passage_chars`), else its
+    head and tail (2:1) around a marker that says how much was cut: never a silent cut mid-prompt."""
+    if limit is None:
+        limit = passage_chars()
     if limit <= 0 or len(text) <= limit:
         return text
     keep = max(0, limit - len(_CLIP_MARKER) - 8)

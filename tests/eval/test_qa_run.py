@@ -278,6 +278,36 @@ def test_resume_refuses_a_journal_written_under_other_prompts(tmp_path, monkeypa
     assert llm.calls == 0 and "before journals recorded a prompt fingerprint" in caplog.text
 
 
+def test_passage_chars_clips_every_passage_the_reader_sees_and_is_recorded(tmp_path):
+    """``passage_chars``: the note prompt shows each passage cut to the budget (head, marker, tail),
+    the journal's config records it (so --resume cannot mix budgets), and it ends with the run."""
+    from kgrag_plugins.models.prompting import PASSAGE_PROMPT_CHARS, passage_chars
+
+    class Recording(ScriptedQALLM):
+        def __init__(self):
+            super().__init__()
+            self.prompts = []
+
+        def complete(self, prompt, **kwargs):
+            self.prompts.append(prompt if isinstance(prompt, str) else "\n".join(m["content"] for m in prompt))
+            return super().complete(prompt, **kwargs)
+
+    journal = tmp_path / "j.jsonl"
+    llm = Recording()
+    report = _bench(llm, ["vanilla-rag"], 2, journal=journal, passage_chars=250)
+    notes = [p for p in llm.prompts if "characters cut to fit the prompt" in p]
+    assert notes and len(notes) == 2  # one note per question, its long passages cut
+    assert passage_chars() == PASSAGE_PROMPT_CHARS
+    header = json.loads(journal.read_text().splitlines()[0])
+    assert header["config"]["passage_chars"] == 250
+    assert report["results"]["vanilla-rag"]["n"] == 2
+    with pytest.raises(ValueError, match="passage_chars"):
+        _bench(ScriptedQALLM(), ["vanilla-rag"], 2, journal=journal, resume=True)  # the default budget
+    plain = Recording()
+    _bench(plain, ["vanilla-rag"], 2, journal=False)
+    assert not any("characters cut to fit the prompt" in p for p in plain.prompts)
+
+
 def test_prompt_fingerprint_ignores_comments_and_docstrings_not_prompt_text(tmp_path):
     src = 'X = 1\n\n\ndef f(q):\n    """Doc."""\n    return f"Answer {q}"  # short\n'
     (tmp_path / "p.py").write_text(src)
@@ -398,6 +428,10 @@ def test_cli_passes_llm_options_and_records_them(tmp_path, monkeypatch, capsys):
     assert "another config" in capsys.readouterr().err
     assert main(["bench", "--dataset", "sample", "--resume"]) == 2
     assert "apply to --qa only" in capsys.readouterr().err
+    assert main(["bench", "--dataset", "sample", "--passage-chars", "1000"]) == 2
+    assert "--passage-chars" in capsys.readouterr().err
+    assert main([*argv[:-2], "--passage-chars", "50", "--journal", str(tmp_path / "other.jsonl")]) == 2
+    assert "at least 200" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- a real server that stalls

@@ -82,3 +82,19 @@ def test_valid_rate_line_names_the_constrained_steps_below_98_percent():
     (ok,) = page.valid_rate_lines([rep("popqa", {"a": note_ok, "b": sel})])
     assert ok.endswith("2 of 2 steps at least 98% in every row.")
     assert page.valid_rate_lines([rep("popqa", {"b": free})]) == []
+
+
+def test_the_reader_budget_run_gets_its_own_goal_line_and_table():
+    act = "vanilla-rag:activation"
+    reports = {"popqa": _rep({"no-retrieval": (0.03, True), "vanilla-rag": (0.40, True), act: (0.36, True)})}
+    budget = _rep({"vanilla-rag": (0.41, True), act: (0.50, True), "vanilla-rag:frag": (0.30, False)})
+    for name, r in [*reports["popqa"]["results"].items(), *budget["results"].items()]:
+        r["tokens_per_q"] = {"prompt": 2000.0 if name == act else 1000.0}
+    lines = "\n".join(page.summary_lines(reports, None, budget=budget))
+    assert "PopQA: `vanilla-rag:activation` Acc 0.36 vs `vanilla-rag` (dense) 0.40: -4 points (misses" in lines
+    assert "cut to 1,000 characters: `vanilla-rag:activation` Acc 0.50 vs `vanilla-rag` 0.41: +9 points (meets" in lines
+    assert "popqa (passages cut to 1000)/vanilla-rag:frag (20 %)" in lines  # its fallbacks are checked too
+    section = "\n".join(page.budget_section(budget, reports["popqa"], None))
+    # one comparison row per system run at both budgets (FRAG's main row is not in this main run)
+    assert "| vanilla-rag:activation | 0.36 | 0.50 | 2000 | 2000 |" in section
+    assert "| vanilla-rag | 0.40 | 0.41 | 1000 | 1000 |" in section and "| vanilla-rag:frag |" not in section

@@ -214,3 +214,33 @@ def test_long_passage_prompt_is_clipped_with_a_marker():
 
 
 SHORT = Passage("short", "Marie Curie won the Nobel Prize in Physics in 1903.", "Marie Curie")
+
+
+def test_passage_budget_sets_every_prompts_clip_and_restores_it(monkeypatch):
+    """``passage_budget`` (and ``KGRAG_PASSAGE_CHARS``) change what every prompt builder shows of a
+    passage; the block restores the previous budget, nested blocks included; bad budgets raise."""
+    from kgrag_plugins.agents.prompts import sub_answer_messages
+    from kgrag_plugins.methods.answer import format_evidence
+    from kgrag_plugins.models.prompting import PASSAGE_PROMPT_CHARS, passage_budget, passage_chars
+    from kgrag_plugins.types import Evidence, ScoredPassage
+
+    text = long_document(20_000)
+    ev = Evidence(QUESTION, [ScoredPassage(Passage("long", text, "Notes"), 1.0)])
+    assert passage_chars() == PASSAGE_PROMPT_CHARS
+    with passage_budget(1000):
+        with passage_budget(300):
+            assert passage_chars() == 300
+        assert passage_chars() == 1000
+        for prompt in (format_evidence(ev), sub_answer_messages(QUESTION, ev)[-1]["content"]):
+            assert "characters cut to fit the prompt" in prompt and len(prompt) < 1000 + 600
+            assert text[:300] in prompt and text[-150:] in prompt
+    assert passage_chars() == PASSAGE_PROMPT_CHARS and len(format_evidence(ev)) > PASSAGE_PROMPT_CHARS - 100
+    monkeypatch.setenv("KGRAG_PASSAGE_CHARS", "800")
+    assert passage_chars() == 800 and len(format_evidence(ev)) < 800 + 200
+    monkeypatch.setenv("KGRAG_PASSAGE_CHARS", "50")
+    with pytest.raises(ValueError, match="KGRAG_PASSAGE_CHARS"):
+        passage_chars()
+    for bad in (10, 1.5, True):
+        with pytest.raises(ValueError, match="at least 200"):
+            with passage_budget(bad):
+                pass
