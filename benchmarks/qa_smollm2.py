@@ -152,14 +152,14 @@ def summary_lines(
         dense, act = _acc(pop, "vanilla-rag"), _acc(pop, "vanilla-rag:activation")
         nor = _acc(pop, "no-retrieval")
         if dense is not None and act is not None:
-            ok = act >= dense + 0.05
+            ok = round(100 * (act - dense), 6) >= 5  # Acc over 100 questions: whole points
             lines.append(
                 f"- PopQA: `vanilla-rag:activation` Acc {act:.2f} vs `vanilla-rag` (dense) {dense:.2f}: "
                 f"{100 * (act - dense):+.0f} points ({'meets' if ok else 'misses'} the +5-point goal)."
             )
         b_dense, b_act = (_acc(budget, s) if budget else None for s in ("vanilla-rag", "vanilla-rag:activation"))
         if b_dense is not None and b_act is not None:
-            ok = b_act >= b_dense + 0.05
+            ok = round(100 * (b_act - b_dense), 6) >= 5
             lines.append(
                 f"- PopQA, each passage cut to {READER_BUDGET['passage_chars']:,} characters: "
                 f"`vanilla-rag:activation` Acc {b_act:.2f} vs `vanilla-rag` {b_dense:.2f}: "
@@ -241,7 +241,9 @@ def budget_section(budget: dict[str, Any], main: dict[str, Any] | None, kg: dict
         f"The vanilla RAG rows again with `--passage-chars {rb['passage_chars']}`: every prompt shows at most "
         f"{rb['passage_chars']:,} characters of each passage (its head and tail around a marker saying how much "
         "was cut) instead of 4,000. The retrievers and their rankings are unchanged; only what the 135M reader "
-        "reads is shorter. Same notes schema as the main run (one paragraph).",
+        "reads is shorter. Same notes schema as the main run (one paragraph). One budget was tried, "
+        "1,000 characters, on these same questions (no held-out tuning); runs through a batching vLLM "
+        "server can differ by a few questions from run to run.",
         "",
     ]
     if rows:
@@ -345,7 +347,6 @@ def write_page(
         ]
     if budget:
         parts += budget_section(budget, reports.get(READER_BUDGET["dataset"]), (kg or {}).get(READER_BUDGET["dataset"]))
-        parts.append("")
         parts += [provenance(budget), "", qa_markdown_table(budget), ""]
     if throughput:
         table = qa_markdown_table(throughput)

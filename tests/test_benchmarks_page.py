@@ -65,3 +65,24 @@ def test_kgqa_table_shows_the_kb_ceiling_when_the_report_has_it(tmp_path):
     assert text.count("| frag | 0.900 | 0.800 | 0.850 | 40.0 |") == 2
     assert text.count("| *KB ceiling* | 0.970 | 1.000 | 0.990 | |") == 1  # only the report that has it
     assert text.index("## metaqa (new.json)") < text.index("*KB ceiling*") < text.index("## metaqa (old.json)")
+
+
+def test_kgqa_ceiling_counts_the_questions_no_chain_answers_as_misses(tmp_path):
+    """On an incomplete KB the ceiling leaves out the questions no chain answers; the row counts
+    them as misses per hop (and says so), or names them when the report predates the per-hop count."""
+    page = _page()
+    hop = {"1": {"hits@1": 0.6, "n": 10}, "2": {"hits@1": 0.5, "n": 20}}
+    frag = {"hits@1": 0.53, "by_hops": hop, "latency_ms": {"p50": 40.0}}
+    ceiling = {"overall": 0.9, "by_hops": {"1": 1.0, "2": 0.8}, "unlabelled": 12,
+               "unlabelled_by_hops": {"1": 2, "2": 10}}  # fmt: skip
+    (tmp_path / "half.json").write_text(
+        json.dumps({"dataset": "metaqa", "results": {"frag": frag}, "hits@1_ceiling": ceiling})
+    )
+    text = page.build(tmp_path)
+    # 1-hop: 1.0 x 8/10; 2-hop: 0.8 x 10/20; overall (8 + 8) / 30
+    assert "| *KB ceiling (12 of 30 questions no chain answers: misses)* | 0.800 | 0.400 | 0.533 | |" in text
+    del ceiling["unlabelled_by_hops"]
+    (tmp_path / "half.json").write_text(
+        json.dumps({"dataset": "metaqa", "results": {"frag": frag}, "hits@1_ceiling": ceiling})
+    )
+    assert "| *KB ceiling, 12 questions no chain answers left out* | 1.000 | 0.800 | 0.900 | |" in page.build(tmp_path)

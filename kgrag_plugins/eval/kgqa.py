@@ -154,7 +154,8 @@ def hits_ceiling(graph: Any, questions: Sequence[Question]) -> dict[str, Any]:
     """The mean of :func:`~kgrag_plugins.train.path.answer_ceiling` (an oracle that knows the
     question's relation chain and picks one of its ends at random), overall and per hop count:
     what the KB lets any question-and-KB method reach in expectation. Unlabelled questions
-    (no chain reaches an answer) are left out and counted."""
+    (no chain reaches an answer) are left out and counted, overall and per hop count
+    (``unlabelled_by_hops``: on an incomplete KB, the questions no KB walk can answer)."""
     from ..train.path import answer_ceiling
 
     t = time.perf_counter()
@@ -169,6 +170,10 @@ def hits_ceiling(graph: Any, questions: Sequence[Question]) -> dict[str, Any]:
         "by_hops": {str(h): mean([v for k, v in known if k == h]) for h in sorted({k for k, _ in known})},
         "below_1": sum(1 for _, v in known if v < 1.0),
         "unlabelled": len(values) - len(known),
+        "unlabelled_by_hops": {
+            str(h): sum(1 for q, v in zip(questions, values) if v is None and int(q.hops or 0) == h)
+            for h in sorted({int(q.hops or 0) for q in questions})
+        },
         "seconds": round(time.perf_counter() - t, 2),
     }
 

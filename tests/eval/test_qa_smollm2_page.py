@@ -94,7 +94,31 @@ def test_the_reader_budget_run_gets_its_own_goal_line_and_table():
     assert "PopQA: `vanilla-rag:activation` Acc 0.36 vs `vanilla-rag` (dense) 0.40: -4 points (misses" in lines
     assert "cut to 1,000 characters: `vanilla-rag:activation` Acc 0.50 vs `vanilla-rag` 0.41: +9 points (meets" in lines
     assert "popqa (passages cut to 1000)/vanilla-rag:frag (20 %)" in lines  # its fallbacks are checked too
+    budget["results"]["vanilla-rag"]["acc"], budget["results"][act]["acc"] = 0.43, 0.48  # exactly +5 (floats)
+    assert "+5 points (meets" in "\n".join(page.summary_lines(reports, None, budget=budget))
+    budget["results"]["vanilla-rag"]["acc"], budget["results"][act]["acc"] = 0.41, 0.50
     section = "\n".join(page.budget_section(budget, reports["popqa"], None))
     # one comparison row per system run at both budgets (FRAG's main row is not in this main run)
     assert "| vanilla-rag:activation | 0.36 | 0.50 | 2000 | 2000 |" in section
     assert "| vanilla-rag | 0.40 | 0.41 | 1000 | 1000 |" in section and "| vanilla-rag:frag |" not in section
+
+
+def test_the_readme_budget_table_is_the_committed_report():
+    """The README's passage-budget table is the committed ``qa-smollm2-popqa-chars1000`` report."""
+    import json
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    table = readme[readme.index("| PopQA, 1,000 characters a passage |") :].split("\n\n")[0]
+    rb = page.READER_BUDGET
+    report = json.loads(
+        (root / "docs/benchmarks/qa" / f"qa-smollm2-{rb['dataset']}-chars{rb['passage_chars']}.json").read_text()
+    )
+    rows = table.splitlines()[2:]
+    assert len(rows) == len(rb["systems"]) == len(report["results"])
+    for line in rows:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        r = report["results"][re.match(r"`([^`]+)`", cells[0]).group(1)]
+        assert cells[1].strip("*") == f"{r['acc']:.2f}" and cells[2] == f"{r['tokens_per_q']['prompt']:.0f}"

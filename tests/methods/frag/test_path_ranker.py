@@ -533,6 +533,7 @@ def test_answer_ceiling_is_the_chance_of_a_random_end_of_the_label_chain(graph, 
     assert report["overall"] == pytest.approx((1 / 3 + 1 + 0.5) / 3, abs=1e-4)
     assert report["by_hops"] == {"1": pytest.approx(2 / 3, abs=1e-4), "2": 0.5}
     assert (report["below_1"], report["unlabelled"]) == (2, 2)
+    assert report["unlabelled_by_hops"] == {"1": 2, "2": 0}  # no-topic and no-chain are 1-hop
 
 
 def test_train_path_ranker_report(graph, emb):
