@@ -239,17 +239,16 @@ def _ceiling_row(ceiling: dict, hops: list[str], by_hops: dict) -> str:
     as misses here (no KB walk answers them), so the row bounds the rows above it."""
     left_out = ceiling.get("unlabelled") or 0
     per_hop = ceiling.get("unlabelled_by_hops")
+    value, overall = {h: ceiling["by_hops"].get(h) for h in hops}, ceiling["overall"]
     if not left_out:
-        cells = [_fmt(ceiling["by_hops"].get(h)) for h in hops]
-        return "| *KB ceiling* | " + " | ".join(cells) + f" | {_fmt(ceiling['overall'])} | |"
-    if per_hop is None or any("n" not in (by_hops.get(h) or {}) for h in hops):
-        cells = [_fmt(ceiling["by_hops"].get(h)) for h in hops]
+        label = "*KB ceiling*"
+    elif per_hop is None or any("n" not in (by_hops.get(h) or {}) for h in hops):
         label = f"*KB ceiling, {left_out} questions no chain answers left out*"
-        return f"| {label} | " + " | ".join(cells) + f" | {_fmt(ceiling['overall'])} | |"
-    n = {h: int(by_hops[h]["n"]) for h in hops}
-    value = {h: ceiling["by_hops"].get(h, 0.0) * (n[h] - int(per_hop.get(h, 0))) / n[h] for h in hops if n[h]}
-    overall = sum(value[h] * n[h] for h in value) / max(1, sum(n.values()))
-    label = f"*KB ceiling ({left_out} of {sum(n.values())} questions no chain answers: misses)*"
+    else:
+        n = {h: int(by_hops[h]["n"]) for h in hops}
+        value = {h: ceiling["by_hops"].get(h, 0.0) * (n[h] - int(per_hop.get(h, 0))) / n[h] for h in hops if n[h]}
+        overall = sum(value[h] * n[h] for h in value) / max(1, sum(n.values()))
+        label = f"*KB ceiling ({left_out} of {sum(n.values())} questions no chain answers: misses)*"
     return f"| {label} | " + " | ".join(_fmt(value.get(h)) for h in hops) + f" | {_fmt(overall)} | |"
 
 

@@ -45,8 +45,9 @@ EVERY_SYSTEM = {"dataset": "popqa", "limit": 30}
 KG_RETRIEVER_SYSTEMS = ["vanilla-rag:frag", "vanilla-rag:translator"]
 #: The datasets whose runs (main and ``-kg``) were made after ``write_note`` became one paragraph
 #: (``kg_infused.prompts.PROSE_SCHEMAS``); the others' main runs wrote unconstrained notes (made before
-#: the prose schemas) and their ``-kg`` runs multi-line prose notes. A journal does not record the
-#: schemas, so this list says which is which; rerunning a dataset means moving its journals aside.
+#: the prose schemas) and their ``-kg`` runs multi-line prose notes. These journals predate the
+#: prompt fingerprint (``eval.qa_run.prompt_fingerprint``) and resume without that check, so this list
+#: says which is which; rerunning one of them means moving its journals aside.
 PARAGRAPH_NOTE = ("popqa", "musique")
 _PARAGRAPH_TEXT = (
     "Notes (`write_note`) constrained to one paragraph (`structured.paragraph_regex`: the prose "

@@ -95,8 +95,14 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if args.qa:
         return _cmd_bench_qa(args)
     qa_only = (
-        *(args.llm, args.systems, args.llm_model, args.llm_deadline, args.max_tokens, args.passage_chars),
-        *(args.journal, args.resume),
+        args.llm,
+        args.systems,
+        args.llm_model,
+        args.llm_deadline,
+        args.max_tokens,
+        args.passage_chars,
+        args.journal,
+        args.resume,
     )
     if any(v not in (None, False) for v in qa_only) or args.concurrency != [1] or args.llm_retries != 2:
         raise ValueError(

@@ -485,8 +485,9 @@ def run_qa_bench(
         "llm_options": {k: v for k, v in (llm_options or {}).items() if k not in RESUMABLE_OPTIONS},
         "prompts": prompt_fingerprint(),
     }
-    if current_passage_chars() != PASSAGE_PROMPT_CHARS:
-        config["passage_chars"] = current_passage_chars()
+    chars = current_passage_chars()
+    if chars != PASSAGE_PROMPT_CHARS:
+        config["passage_chars"] = chars
     info = {k: v for k, v in (llm_options or {}).items() if k in RESUMABLE_OPTIONS}
     info.update(concurrency=concurrency if isinstance(concurrency, int) else levels, llm_retries=llm_retries)
     path = None if journal is False else Path(journal) if journal else default_journal_path(out, cache_dir, config)
