@@ -103,34 +103,31 @@ def _cmd_translator(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_dpo(args: argparse.Namespace) -> int:
-    """KG-Infused RAG's KA-stage DPO data, then DPO (docs/training.md)."""
+def _dpo_data(args: argparse.Namespace, out: Path, data_path: Path) -> bool:
+    """Build what ``generator-dpo`` was asked for; ``True`` when training may follow (pairs were written)."""
     from .eval.qa_llm import resolve_llm
-    from .train.dpo import build_dpo_dataset, save_dpo_data, train_generator_dpo
-    from .train.lora import QLoRAUnavailableError, qlora_quantization
+    from .train.dpo import build_dpo_dataset, load_jsonl, pairs_from_candidates, save_dpo_data, save_jsonl
 
-    out = _need_out(args)
-    if not args.build_only and args.base_model is None:
-        raise ValueError("kgrag train generator-dpo needs --base-model (the generator to tune), or --build-only")
-    if args.qlora and not args.build_only:
-        try:
-            qlora_quantization()  # before the data is built
-        except QLoRAUnavailableError as e:
-            print(f"kgrag train generator-dpo: error: {e}", file=sys.stderr)
-            return 2
-    out.mkdir(parents=True, exist_ok=True)
-    data_path = out / "dpo_data.jsonl"
-    if args.dpo_data is not None:
-        data_path = args.dpo_data
-    else:
-        llm, description, close = resolve_llm(args.llm, args.llm_model)
-        judge, jclose = llm, (lambda: None)
-        try:
-            if args.judge_llm == "gold":
-                judge = None
-            elif args.judge_llm not in (None, "same"):
-                judge, _jd, jclose = resolve_llm(args.judge_llm, args.judge_model or args.llm_model)
-            pairs, stats = build_dpo_dataset(
+    closers: list[Any] = []
+    try:
+        llm, description = None, None
+        if args.candidates is None or args.judge_llm in (None, "same"):
+            llm, description, close = resolve_llm(args.llm, args.llm_model, deadline=args.llm_deadline)
+            closers.append(close)
+        judge = llm
+        if args.judge_llm == "gold":
+            judge = None
+        elif args.judge_llm not in (None, "same"):
+            judge, _jd, jclose = resolve_llm(
+                args.judge_llm, args.judge_model or args.llm_model, deadline=args.llm_deadline
+            )
+            closers.append(jclose)
+        if args.candidates is not None:  # candidates sampled elsewhere (a GPU): judge them here
+            inputs_path = args.inputs or out / "ka_inputs.jsonl"
+            pairs, stats = pairs_from_candidates(load_jsonl(inputs_path), load_jsonl(args.candidates), judge=judge)
+            sources = {"inputs": str(inputs_path), "candidates": str(args.candidates)}
+        else:
+            built, stats = build_dpo_dataset(
                 args.dataset,
                 llm,
                 judge=judge,
@@ -140,15 +137,53 @@ def _cmd_dpo(args: argparse.Namespace) -> int:
                 cache_dir=args.cache_dir,
                 progress=not args.quiet,
                 rounds=[int(r) for r in args.rounds.split(",") if r.strip()],
+                workers=args.workers,
+                inputs_only=args.inputs_only,
             )
-        finally:
-            jclose()
+            sources = {"llm": description}
+            if args.inputs_only:
+                path = save_jsonl(built, out / "ka_inputs.jsonl")
+                report = {"inputs": str(path), "llm": description, **stats.to_dict()}
+                (out / "ka_inputs_report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+                print(json.dumps(report, indent=2))
+                return False
+            pairs = built
+    finally:
+        for close in reversed(closers):
             close()
-        save_dpo_data(pairs, data_path)
-        report = {"data": str(data_path), "llm": description, **stats.to_dict()}
-        (out / "dpo_data_report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        print(json.dumps(report, indent=2))
-    if args.build_only:
+    save_dpo_data(pairs, data_path)
+    report = {"data": str(data_path), **sources, **stats.to_dict()}
+    (out / "dpo_data_report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(report, indent=2))
+    return not args.build_only
+
+
+def _cmd_dpo(args: argparse.Namespace) -> int:
+    """KG-Infused RAG's KA-stage DPO data, then DPO (docs/training.md)."""
+    from .train.dpo_train import train_generator_dpo
+    from .train.lora import QLoRAUnavailableError, qlora_quantization
+
+    out = _need_out(args)
+    trains = not (args.build_only or args.inputs_only)
+    if args.inputs_only and (args.candidates is not None or args.dpo_data is not None):
+        raise ValueError("--inputs-only builds the KA inputs; it cannot be combined with --candidates or --dpo-data")
+    if trains and args.base_model is None:
+        raise ValueError(
+            "kgrag train generator-dpo needs --base-model (the generator to tune), or --build-only / --inputs-only"
+        )
+    if args.qlora and trains:
+        try:
+            qlora_quantization()  # before the data is built
+        except QLoRAUnavailableError as e:
+            print(f"kgrag train generator-dpo: error: {e}", file=sys.stderr)
+            return 2
+    out.mkdir(parents=True, exist_ok=True)
+    data_path = out / "dpo_data.jsonl"
+    if args.dpo_data is not None:
+        data_path = args.dpo_data
+    elif not _dpo_data(args, out, data_path):
+        return 0
+    if not trains:
         return 0
     try:
         trained = train_generator_dpo(data_path, args.base_model, out, **_tuning_options(args, "generator-dpo"))
@@ -296,11 +331,33 @@ def add_train_parser(sub: Any) -> None:
     )
     g.add_argument("--llm-model", default=None, help="model name at the --llm URL")
     g.add_argument(
+        "--llm-deadline",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="seconds per LLM call (default: $KGRAG_LLM_DEADLINE, else 30; raise it with --workers on a CPU server)",
+    )
+    g.add_argument(
         "--judge-llm", default="same", help="the judge: same (the --llm), URL, vllm:PATH, or gold (gold answers)"
     )
     g.add_argument("--judge-model", default=None, help="model name at the --judge-llm URL")
     g.add_argument("--rounds", default="1,2", help="activation rounds whose KA inputs are sampled")
+    g.add_argument("--workers", type=int, default=1, help="questions built at once (a vLLM server batches their calls)")
     g.add_argument("--dpo-data", type=Path, default=None, help="train on this JSONL (no data build)")
+    g.add_argument(
+        "--inputs-only",
+        action="store_true",
+        help="only the KA inputs (OUT/ka_inputs.jsonl): sample their candidates elsewhere, e.g. a GPU",
+    )
+    g.add_argument(
+        "--candidates",
+        type=Path,
+        default=None,
+        help="JSONL of candidates sampled elsewhere ({input_id, text, temperature, top_p}): judge them into pairs",
+    )
+    g.add_argument(
+        "--inputs", type=Path, default=None, help="with --candidates: the KA inputs (default OUT/ka_inputs.jsonl)"
+    )
     g.add_argument("--index", type=Path, default=None, metavar="DIR", help="run KG-Infused on this saved index")
     g.add_argument("--cache-dir", type=Path, default=None, help="where dataset indexes are cached")
     _fine_tuning(g, "generator-dpo")

@@ -40,6 +40,7 @@ import json
 import logging
 import os
 import shutil
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -75,6 +76,9 @@ from .windows import PassageWindows
 #: ``open`` re-reads the manifest at most this many times when its generation vanishes.
 OPEN_ATTEMPTS = 50
 log = logging.getLogger(__name__)
+#: Serialises the first computation of an index's entity / relation / triple vectors: without it,
+#: threads that ask at once (a QA run's concurrent questions) each embed the whole graph.
+_DERIVED_LOCK = threading.RLock()
 
 __all__ = [
     "IndexCorruptError",
@@ -460,7 +464,9 @@ class KnowledgeIndex:
         """Entity vectors (rows = ``graph.index_of``) of ``"name: description"``; computed on
         first use and stored in the index directory. ``None`` for a graph without entities."""
         if self._entity_vectors is None and self.graph.num_entities:
-            self._entity_vectors = _vc.graph_vectors(self, _vc.ENTITIES)  # a bar only for 1,000+ texts
+            with _DERIVED_LOCK:  # threads asking at once: one computes, the others wait and read it
+                if self._entity_vectors is None:
+                    self._entity_vectors = _vc.graph_vectors(self, _vc.ENTITIES)  # a bar for 1,000+ texts
         return self._entity_vectors
 
     @property
@@ -477,8 +483,11 @@ class KnowledgeIndex:
     def relation_vectors(self) -> np.ndarray | None:
         """Vectors of the relation vocabulary (``graph.relations``); computed on first use."""
         if self._relation_vectors is None and self.graph.relations:
-            self._relation_vectors = self.embedder.embed(self.graph.relations, progress=None)
-            self.save_derived("relation_vectors.npy", self._relation_vectors)
+            with _DERIVED_LOCK:
+                if self._relation_vectors is None:
+                    vecs = self.embedder.embed(self.graph.relations, progress=None)
+                    self.save_derived("relation_vectors.npy", vecs)
+                    self._relation_vectors = vecs
         return self._relation_vectors
 
     @property
@@ -488,7 +497,9 @@ class KnowledgeIndex:
         Computed on first use (a progress bar only for 1,000+ triples) and stored in the index
         directory; ``None`` for a graph without triples."""
         if self._triple_vectors is None and self.graph.num_triples:
-            self._triple_vectors = _vc.graph_vectors(self, _vc.TRIPLES)
+            with _DERIVED_LOCK:
+                if self._triple_vectors is None:
+                    self._triple_vectors = _vc.graph_vectors(self, _vc.TRIPLES)
         return self._triple_vectors
 
     def _gen_dir(self) -> Path | None:

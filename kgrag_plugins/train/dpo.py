@@ -40,7 +40,7 @@ Decisions where the paper is silent or our setting differs (also in ``docs/train
   ``chosen``, ``rejected``, ``question_id``, ``dataset``, ``judge`` (``"llm"`` / ``"gold"``), plus
   ``round`` and the samplings of both answers.
 
-**Training (App. E, Table 20).** TRL's ``DPOTrainer``: β 0.1, lr 5e-7, batch 4, 1 epoch, AdamW
+**Training (App. E, Table 20; :mod:`.dpo_train`).** TRL's ``DPOTrainer``: β 0.1, lr 5e-7, batch 4, 1 epoch, AdamW
 (0.9, 0.999, 1e-8), weight decay 0, warmup 0, max length 8000, reference-model mixup α 0.6 synced
 every 512 steps (TR-DPO, ``sync_ref_model``). The paper fine-tunes all parameters; ``lora`` /
 ``qlora`` (:mod:`.lora`) train an adapter instead, with lr 5e-6 (the alignment-handbook's QLoRA
@@ -55,8 +55,8 @@ import copy
 import json
 import logging
 import re
-import time
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,13 +80,16 @@ __all__ = [
     "DPOStats",
     "build_dpo_data",
     "build_dpo_dataset",
+    "build_ka_inputs",
     "gold_judgement",
     "judge_prompt",
+    "load_jsonl",
     "load_dpo_data",
+    "pairs_from_candidates",
     "parse_judgement",
     "sample_candidates",
     "save_dpo_data",
-    "train_generator_dpo",
+    "save_jsonl",
     "training_questions",
 ]
 
@@ -190,6 +193,15 @@ class DPOStats:
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
+
+    def merge(self, other: DPOStats) -> None:
+        """Add ``other``'s counts (one question's) to these."""
+        self.questions += other.questions
+        self.inputs += other.inputs
+        for mine, theirs in ((self.judges, other.judges), (self.skipped, other.skipped)):
+            for key, n in theirs.items():
+                mine[key] = mine.get(key, 0) + n
+        self.errors.extend(other.errors)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -367,6 +379,110 @@ def _judge(
 # ------------------------------------------------------------------ builder
 
 
+def _pair_of(
+    q: Any, rnd: int, prompt: str, note: str, summary: str, cands: list[tuple[str, tuple[float, float]]],
+    judge: Any, stats: DPOStats, dataset: str,
+) -> DPOPair | None:  # fmt: skip
+    """The judged pair of one KA input's distinct valid candidates, or ``None`` (a skip is counted)."""
+    if len(cands) < 2:
+        stats.skip("fewer than 2 distinct candidates")
+        return None
+    texts = [t for t, _ in cands]
+    verdict = _judge(judge, q.question, note, summary, texts, q.answers, stats, q.id)
+    if isinstance(verdict, str):
+        stats.skip(verdict)
+        return None
+    best, worst, how = verdict
+    if texts[best].strip() == texts[worst].strip():
+        stats.skip("chosen == rejected")
+        return None
+    stats.judges[how] = stats.judges.get(how, 0) + 1
+    return DPOPair(
+        prompt=prompt,
+        chosen=texts[best],
+        rejected=texts[worst],
+        question_id=str(q.id),
+        dataset=dataset,
+        judge=how,
+        round=rnd,
+        chosen_sampling=cands[best][1],
+        rejected_sampling=cands[worst][1],
+        candidates=len(cands),
+    )
+
+
+def _question_pairs(
+    kgi: Any,
+    q: Any,
+    llm: Any,
+    judge: Any,
+    rounds: Sequence[int],
+    samplings: Sequence[tuple[float, float]],
+    dataset: str,
+) -> tuple[list[DPOPair], DPOStats]:
+    """One question's pairs and counts (module doc): its KA inputs, candidates, judgements."""
+    stats, pairs = DPOStats(questions=1), []
+    for rnd, note, summary in _ka_inputs(kgi, q.question, rounds, stats):
+        stats.inputs += 1
+        prompt = P.AUG_PASSAGE.format(question=q.question, passage=note, triples_summary=summary)
+        cands = sample_candidates(llm, prompt, samplings, stats)
+        pair = _pair_of(q, rnd, prompt, note, summary, cands, judge, stats, dataset)
+        if pair is not None:
+            pairs.append(pair)
+    return pairs, stats
+
+
+def _question_inputs(kgi: Any, q: Any, rounds: Sequence[int], dataset: str) -> tuple[list[dict[str, Any]], DPOStats]:
+    """One question's KA inputs as records (:func:`build_ka_inputs`)."""
+    stats, out = DPOStats(questions=1), []
+    for rnd, note, summary in _ka_inputs(kgi, q.question, rounds, stats):
+        stats.inputs += 1
+        prompt = P.AUG_PASSAGE.format(question=q.question, passage=note, triples_summary=summary)
+        out.append({
+            "question_id": str(q.id), "question": q.question, "answers": list(q.answers), "dataset": dataset,
+            "round": rnd, "note": note, "summary": summary, "prompt": prompt,
+        })  # fmt: skip
+    return out, stats
+
+
+def _per_question(
+    fn: Any, questions: list[Any], workers: int, progress: bool | None, desc: str
+) -> list[tuple[list[Any], DPOStats]]:
+    """``fn(q)`` for every question, ``workers`` at once (threads; an OpenAI-compatible server
+    batches their calls), results in question order."""
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    results: list[tuple[list[Any], DPOStats]] = []
+    with tqdm(total=len(questions), desc=desc, disable=not progress_enabled(progress), leave=False) as bar:
+        if workers == 1:
+            for q in questions:
+                results.append(fn(q))
+                bar.update(1)
+        else:
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kgrag-dpo") as pool:
+                for fut in [pool.submit(fn, q) for q in questions]:
+                    results.append(fut.result())
+                    bar.update(1)
+    return results
+
+
+def _merged(results: list[tuple[list[Any], DPOStats]]) -> tuple[list[Any], DPOStats]:
+    items, stats = [], DPOStats()
+    for part, qstats in results:
+        items.extend(part)
+        stats.merge(qstats)
+    return items, stats
+
+
+def _checked(llm: Any, rounds: Sequence[int], workers: int) -> None:
+    if llm is None:
+        raise ValueError("the DPO data needs the generator LLM (its KA outputs are what DPO trains on): pass llm=...")
+    if not rounds:
+        raise ValueError("rounds must name at least one activation round")
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+
+
 def build_dpo_data(
     questions: Iterable[Any],
     index: Any,
@@ -377,55 +493,103 @@ def build_dpo_data(
     rounds: Sequence[int] = (1, 2),
     samplings: Sequence[tuple[float, float]] = PAPER_SAMPLINGS,
     progress: bool | None = None,
+    workers: int = 1,
     **retriever_options: Any,
 ) -> tuple[list[DPOPair], DPOStats]:
     """KA-stage preference pairs (module doc) for ``questions`` (objects with ``id``, ``question``,
     ``answers``) over ``index``, candidates from ``llm``, judged by ``judge`` (an LLM, or ``None``:
-    the gold answers). ``retriever_options`` go to :class:`KGInfusedRetriever`."""
+    the gold answers). ``workers`` questions run at once (threads; pairs and counts come back in
+    question order). ``retriever_options`` go to :class:`KGInfusedRetriever`."""
     from ..methods.kg_infused import KGInfusedRetriever
 
-    if llm is None:
-        raise ValueError("the DPO data needs the generator LLM (its KA outputs are what DPO trains on): pass llm=...")
+    _checked(llm, rounds, workers)
     if len(samplings) < 2:
         raise ValueError("need at least 2 decoding settings to compare candidates")
     kgi = KGInfusedRetriever(index, llm=llm, rounds=max(rounds), **retriever_options)
-    stats, pairs = DPOStats(), []
-    questions = list(questions)
-    for q in tqdm(questions, desc="DPO data", disable=not progress_enabled(progress), leave=False):
-        stats.questions += 1
-        for rnd, note, summary in _ka_inputs(kgi, q.question, rounds, stats):
-            stats.inputs += 1
-            prompt = P.AUG_PASSAGE.format(question=q.question, passage=note, triples_summary=summary)
-            cands = sample_candidates(llm, prompt, samplings, stats)
-            if len(cands) < 2:
-                stats.skip("fewer than 2 distinct candidates")
-                continue
-            texts = [t for t, _ in cands]
-            verdict = _judge(judge, q.question, note, summary, texts, q.answers, stats, q.id)
-            if isinstance(verdict, str):
-                stats.skip(verdict)
-                continue
-            best, worst, how = verdict
-            if texts[best].strip() == texts[worst].strip():
-                stats.skip("chosen == rejected")
-                continue
-            stats.judges[how] = stats.judges.get(how, 0) + 1
-            pairs.append(
-                DPOPair(
-                    prompt=prompt,
-                    chosen=texts[best],
-                    rejected=texts[worst],
-                    question_id=str(q.id),
-                    dataset=dataset,
-                    judge=how,
-                    round=rnd,
-                    chosen_sampling=cands[best][1],
-                    rejected_sampling=cands[worst][1],
-                    candidates=len(cands),
-                )
-            )
+
+    def one(q: Any) -> tuple[list[DPOPair], DPOStats]:
+        # a shallow copy per question: _ka_inputs sets .rounds; the index and caches are shared
+        return _question_pairs(copy.copy(kgi), q, llm, judge, rounds, samplings, dataset)
+
+    pairs, stats = _merged(_per_question(one, list(questions), workers, progress, "DPO data"))
     stats.pairs = len(pairs)
     logger.info("DPO data (%s): %s", dataset, stats.to_dict())
+    return pairs, stats
+
+
+# ------------------------------------------------------------------ candidates sampled elsewhere
+
+
+def build_ka_inputs(
+    questions: Iterable[Any],
+    index: Any,
+    llm: Any,
+    *,
+    dataset: str,
+    rounds: Sequence[int] = (1, 2),
+    progress: bool | None = None,
+    workers: int = 1,
+    **retriever_options: Any,
+) -> tuple[list[dict[str, Any]], DPOStats]:
+    """Step 2 of the module doc alone: the KA inputs of ``questions`` as records (``input_id``,
+    ``question_id``, ``question``, ``answers``, ``dataset``, ``round``, ``note``, ``summary``,
+    ``prompt``), so that the six candidates per input can be sampled elsewhere (the same generator
+    on a GPU: ``benchmarks/dpo_candidates_gpu.py``) and judged by :func:`pairs_from_candidates`."""
+    from ..methods.kg_infused import KGInfusedRetriever
+
+    _checked(llm, rounds, workers)
+    kgi = KGInfusedRetriever(index, llm=llm, rounds=max(rounds), **retriever_options)
+    records, stats = _merged(
+        _per_question(
+            lambda q: _question_inputs(copy.copy(kgi), q, rounds, dataset), list(questions), workers, progress,
+            "KA inputs",
+        )
+    )  # fmt: skip
+    for i, rec in enumerate(records):
+        rec["input_id"] = i
+    logger.info("KA inputs (%s): %s", dataset, stats.to_dict())
+    return records, stats
+
+
+def pairs_from_candidates(
+    inputs: Sequence[dict[str, Any]], candidates: Iterable[dict[str, Any]], *, judge: Any = None
+) -> tuple[list[DPOPair], DPOStats]:
+    """Judge candidates sampled elsewhere: ``candidates`` are records ``{"input_id", "text",
+    "temperature", "top_p"}`` for the :func:`build_ka_inputs` records ``inputs``. Each candidate is
+    validated as in :func:`sample_candidates` (an invalid one cannot be asked again here: it is left
+    out, counted in ``skipped["invalid candidate"]``), duplicates are kept once, and the rest is
+    :func:`build_dpo_data`'s: the judge (``None``: the gold answers), the skips, the records."""
+    from types import SimpleNamespace
+
+    by_input: dict[int, list[dict[str, Any]]] = {}
+    for c in candidates:
+        by_input.setdefault(int(c["input_id"]), []).append(c)
+    unknown = set(by_input) - {int(r["input_id"]) for r in inputs}
+    if unknown:
+        raise ValueError(f"candidates name input ids that are not in the KA inputs: {sorted(unknown)[:5]}")
+    stats, pairs = DPOStats(), []
+    stats.questions = len({r["question_id"] for r in inputs})
+    for rec in inputs:
+        stats.inputs += 1
+        cands: list[tuple[str, tuple[float, float]]] = []
+        seen: set[str] = set()
+        for c in by_input.get(int(rec["input_id"]), []):
+            try:
+                text = _validate_candidate(str(c["text"]))
+            except InvalidReply:
+                stats.skip("invalid candidate")
+                continue
+            key = " ".join(text.split())
+            if key not in seen:
+                seen.add(key)
+                cands.append((text, (float(c["temperature"]), float(c["top_p"]))))
+        q = SimpleNamespace(id=rec["question_id"], question=rec["question"], answers=list(rec["answers"]))
+        pair = _pair_of(q, int(rec["round"]), rec["prompt"], rec["note"], rec["summary"], cands, judge, stats,
+                        rec["dataset"])  # fmt: skip
+        if pair is not None:
+            pairs.append(pair)
+    stats.pairs = len(pairs)
+    logger.info("DPO pairs from sampled candidates: %s", stats.to_dict())
     return pairs, stats
 
 
@@ -439,9 +603,11 @@ def build_dpo_dataset(
     index: Any = None,
     cache_dir: str | Path | None = None,
     progress: bool | None = None,
+    inputs_only: bool = False,
     **options: Any,
-) -> tuple[list[DPOPair], DPOStats]:
-    """:func:`build_dpo_data` on the :func:`training_questions` of ``dataset``, over ``index`` (a
+) -> tuple[list[Any], DPOStats]:
+    """:func:`build_dpo_data` (or, with ``inputs_only``, :func:`build_ka_inputs`) on the
+    :func:`training_questions` of ``dataset``, over ``index`` (a
     :class:`~kgrag_plugins.index.store.KnowledgeIndex` or a saved index directory; default the
     dataset's cached ``mentions``-graph index)."""
     from ..datasets.indexes import dataset_index
@@ -452,6 +618,8 @@ def build_dpo_dataset(
         index, _ = dataset_index(ds, cache_dir=cache_dir, builder="mentions", progress=progress_enabled(progress))
     elif isinstance(index, (str, Path)):
         index = KnowledgeIndex.open(index)
+    if inputs_only:
+        return build_ka_inputs(questions, index, llm, dataset=ds.name, progress=progress, **options)
     return build_dpo_data(questions, index, llm, dataset=ds.name, judge=judge, progress=progress, **options)
 
 
@@ -465,6 +633,33 @@ def save_dpo_data(pairs: Sequence[DPOPair], path: str | Path) -> Path:
     return path
 
 
+def save_jsonl(records: Iterable[dict[str, Any]], path: str | Path) -> Path:
+    """Write ``records`` (KA inputs, sampled candidates) one JSON object a line; returns ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        for rec in records:
+            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def load_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """Read a JSONL of objects (blank lines skipped); a line that is not an object is a clear error."""
+    rows = []
+    for i, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{i}: not JSON ({e})") from e
+            if not isinstance(row, dict):
+                raise ValueError(f"{path}:{i}: expected a JSON object")
+            rows.append(row)
+    return rows
+
+
 def load_dpo_data(path: str | Path) -> list[dict[str, Any]]:
     """Read a JSONL written by :func:`save_dpo_data` (each row needs ``prompt``/``chosen``/``rejected``)."""
     rows = []
@@ -475,139 +670,3 @@ def load_dpo_data(path: str | Path) -> list[dict[str, Any]]:
                 raise ValueError(f"{path}:{i}: a DPO record needs string prompt, chosen and rejected")
             rows.append(row)
     return rows
-
-
-# ------------------------------------------------------------------ training
-
-
-def _records(pairs: Sequence[DPOPair | dict[str, Any]], tokenizer: Any) -> list[dict[str, Any]]:
-    """TRL preference records: conversational with a chat template, else ``prompt + "\\n"`` (TRL adds EOS)."""
-    rows = [p.to_record() if isinstance(p, DPOPair) else dict(p) for p in pairs]
-    if getattr(tokenizer, "chat_template", None):
-        return [
-            {
-                "prompt": [{"role": "user", "content": r["prompt"]}],
-                "chosen": [{"role": "assistant", "content": r["chosen"]}],
-                "rejected": [{"role": "assistant", "content": r["rejected"]}],
-            }
-            for r in rows
-        ]
-    return [{"prompt": r["prompt"] + "\n", "chosen": r["chosen"], "rejected": r["rejected"]} for r in rows]
-
-
-def train_generator_dpo(
-    pairs: Sequence[DPOPair | dict[str, Any]] | str | Path,
-    base_model: str | Path,
-    out_dir: str | Path,
-    *,
-    lora: bool = False,
-    lora_r: int = 16,
-    lora_alpha: int = 32,
-    qlora: bool = False,
-    merge: bool = False,
-    max_steps: int | None = None,
-    learning_rate: float | None = None,
-    beta: float = 0.1,
-    epochs: float = 1.0,
-    batch_size: int = 4,
-    per_device_batch_size: int = 1,
-    max_length: int = 8000,
-    ref_mixup_alpha: float = 0.6,
-    ref_sync_steps: int = 512,
-    seed: int = 42,
-    resume: bool | str | Path = False,
-    save_steps: int = 500,
-    progress: bool | None = None,
-    **trainer_args: Any,
-) -> Path:
-    """DPO of ``base_model`` on ``pairs`` (or a JSONL path) with the App. E defaults (module doc);
-    saves the model (or the LoRA adapter, plus ``out_dir/merged`` with ``merge``) and the tokenizer
-    to ``out_dir`` and a report to ``out_dir/train_report.json``; returns ``out_dir``.
-    ``trainer_args`` go to ``DPOConfig`` (e.g. ``use_cpu=True``)."""
-    from .lora import (
-        device_args,
-        export_merged,
-        load_causal_lm,
-        lora_config,
-        loss_curve,
-        peak_rss_mb,
-        qlora_quantization,
-        resume_checkpoint,
-        save_adapter,
-    )
-
-    lora = lora or qlora
-    if merge and not lora:
-        raise ValueError("merge=True needs lora=True or qlora=True (a full fine-tune is already a plain model)")
-    if qlora:
-        qlora_quantization()
-    rows = load_dpo_data(pairs) if isinstance(pairs, (str, Path)) else list(pairs)
-    if not rows:
-        raise ValueError("no DPO pairs to train on")
-    try:
-        from datasets import Dataset
-        from trl import DPOConfig, DPOTrainer
-    except ImportError as e:  # pragma: no cover - environment
-        raise ImportError(f"DPO training needs the train extra: pip install 'kgrag-plugins[train]' ({e})") from e
-    out = Path(out_dir)
-    model, tokenizer = load_causal_lm(base_model, qlora=qlora)
-    lr = learning_rate if learning_rate is not None else (5e-6 if lora else 5e-7)
-    accumulation = max(1, batch_size // max(1, per_device_batch_size))
-    config = DPOConfig(
-        output_dir=str(out),
-        learning_rate=lr,
-        beta=beta,
-        num_train_epochs=epochs,
-        max_steps=-1 if max_steps is None else max_steps,
-        per_device_train_batch_size=min(per_device_batch_size, batch_size),
-        gradient_accumulation_steps=accumulation,
-        max_length=max_length,
-        adam_beta1=0.9,
-        adam_beta2=0.999,
-        adam_epsilon=1e-8,
-        weight_decay=0.0,
-        warmup_steps=0,
-        sync_ref_model=not lora,
-        ref_model_mixup_alpha=ref_mixup_alpha,
-        ref_model_sync_steps=ref_sync_steps,
-        seed=seed,
-        save_strategy="steps",
-        save_steps=save_steps,
-        save_total_limit=2,
-        disable_tqdm=not progress_enabled(True if progress is None else progress),
-        report_to=[],
-        **device_args(trainer_args),
-    )
-    trainer = DPOTrainer(
-        model=model,
-        args=config,
-        train_dataset=Dataset.from_list(_records(rows, tokenizer)),
-        processing_class=tokenizer,
-        peft_config=lora_config(model, r=lora_r, alpha=lora_alpha) if lora else None,
-    )
-    resume_from = resume_checkpoint(resume, out)
-    t0 = time.perf_counter()
-    result = trainer.train(resume_from_checkpoint=resume_from)
-    train_s = time.perf_counter() - t0
-    save_adapter(trainer, tokenizer, out, base_model)
-    report: dict[str, Any] = {
-        "pairs": len(rows),
-        "train_seconds": round(train_s, 1),
-        "peak_rss_mb": peak_rss_mb(),
-        "loss_curve": loss_curve(trainer),
-        "model": str(out),
-        "base_model": str(base_model),
-        "adapter": "qlora" if qlora else "lora" if lora else None,
-        "learning_rate": lr,
-        "beta": beta,
-        "effective_batch": min(per_device_batch_size, batch_size) * accumulation,
-        "sync_ref_model": not lora,
-        "train_loss": float(result.training_loss),
-        "global_steps": int(result.global_step),
-        "resumed_from": resume_from,
-    }
-    if merge:
-        report["merged"] = str(export_merged(out, out / "merged", base_model=base_model))
-    (out / "train_report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    logger.info("generator DPO: %d steps, loss %.4f -> %s", result.global_step, result.training_loss, out)
-    return out

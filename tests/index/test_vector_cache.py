@@ -258,3 +258,33 @@ def test_cli_index_precompute(tmp_path, monkeypatch, capsys):
     idx = KnowledgeIndex.open(tmp_path / "idx", embedder=emb)
     assert idx.triple_vectors.shape == (idx.graph.num_triples, 64) and idx._entity_vectors is not None
     assert emb.calls == []
+
+
+def test_threads_asking_at_once_embed_the_graph_once(tmp_path):
+    """Concurrent first reads (a QA run's or the DPO builder's worker threads) compute the triple,
+    entity and relation vectors once; the others wait and get the same arrays."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    _build(tmp_path / "idx")
+
+    class Slow(Counting):
+        def __init__(self) -> None:
+            super().__init__()
+            self.guard = threading.Lock()
+
+        def embed(self, texts, *, progress=None):
+            time.sleep(0.05)  # a slow model: the window where a second thread would start again
+            with self.guard:
+                return super().embed(texts, progress=progress)
+
+    for stale in _gdir(KnowledgeIndex.open(tmp_path / "idx", embedder=HashEmbedder())).glob("*_vectors.*"):
+        stale.unlink()  # nothing stored: the first read must embed
+    emb = Slow()
+    idx = KnowledgeIndex.open(tmp_path / "idx", embedder=emb)
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        got = list(pool.map(lambda _: (idx.triple_vectors, idx.entity_vectors, idx.relation_vectors), range(6)))
+    graph_texts = [vc.triple_texts(idx.graph), vc.entity_texts(idx.graph), list(idx.graph.relations)]
+    assert sorted(emb.calls) == sorted(len(t) for t in graph_texts)  # one embedding per kind
+    assert all(a is b for row in got for a, b in zip(row, got[0]))

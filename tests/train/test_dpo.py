@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import threading
 
 import pytest
 from hypothesis import given, settings
@@ -20,14 +21,18 @@ from kgrag_plugins.models.replies import InvalidReply
 from kgrag_plugins.train.dpo import (
     PAPER_SAMPLINGS,
     build_dpo_data,
+    build_ka_inputs,
     gold_judgement,
     judge_prompt,
     load_dpo_data,
+    load_jsonl,
+    pairs_from_candidates,
     parse_judgement,
     save_dpo_data,
-    train_generator_dpo,
+    save_jsonl,
     training_questions,
 )
+from kgrag_plugins.train.dpo_train import train_generator_dpo
 
 N_QUESTIONS = 20
 FILLER = "Unrelated filler text about weather patterns in general."
@@ -55,6 +60,19 @@ def index(musique, tmp_path_factory):
     return KnowledgeIndex.build(passages, path, builder="mentions", progress=False)
 
 
+class TemperatureLLM(ScriptedLLM):
+    """A scripted LLM that tells its script the temperature of the call in progress (per thread, so
+    the builder's workers do not read each other's calls)."""
+
+    def __init__(self, replies) -> None:
+        super().__init__(replies)
+        self.local = threading.local()
+
+    def complete(self, prompt, *, stop=None, max_tokens=None, temperature=None):
+        self.local.temperature = temperature
+        return super().complete(prompt, stop=stop, max_tokens=max_tokens, temperature=temperature)
+
+
 class Script:
     """The generator and the judge. Pipeline prompts get :class:`ScriptedQALLM`'s replies; a KA
     prompt's reply depends on the temperature of the call (recorded by ScriptedLLM before it asks
@@ -62,7 +80,7 @@ class Script:
 
     def __init__(self, answers: dict[str, str], invalid: set[str], tie: set[str]) -> None:
         self.base, self.answers, self.invalid, self.tie = ScriptedQALLM(), answers, invalid, tie
-        self.llm = ScriptedLLM(self)
+        self.llm = TemperatureLLM(self)
 
     def question_of(self, text: str) -> str:
         return next(q for q in self.answers if q in text)
@@ -78,7 +96,7 @@ class Script:
             return 'Verdict:\n```json\n{"best_id": 2, "worst_id": "3"}\n```'
         if "expert in text enhancement" in text:
             good = self.base.reply(messages)
-            t = self.llm.calls[-1]["temperature"]
+            t = self.llm.local.temperature
             return {
                 0.0: good,
                 0.3: good + "  ",  # the same after whitespace folding: kept once
@@ -111,6 +129,20 @@ def built(musique, index):
     finally:
         log.removeHandler(handler)
     return pairs, stats, script, logs, questions
+
+
+def test_workers_build_the_same_pairs_and_counts_in_question_order(built, index):
+    """``workers=4`` runs four questions at once over one index: the same pairs, in question order,
+    and the same counts as the one-at-a-time build."""
+    pairs, stats, script, _logs, questions = built
+    again = Script(script.answers, script.invalid, script.tie)
+    pairs4, stats4 = build_dpo_data(
+        questions, index, again.llm, dataset="musique", judge=again.llm, progress=False, workers=4
+    )
+    assert [p.to_record() for p in pairs4] == [p.to_record() for p in pairs]
+    assert stats4.to_dict() == stats.to_dict()
+    with pytest.raises(ValueError, match="workers"):
+        build_dpo_data(questions[:1], index, again.llm, dataset="musique", workers=0)
 
 
 def test_pairs_structure_on_real_musique(built):
@@ -280,9 +312,12 @@ def test_dpo_lora_smoke_gives_a_loadable_adapter(built, tiny_base, tmp_path):
     pairs = built[0][:4]
     out = tmp_path / "dpo-lora"
     kw = dict(lora=True, max_steps=2, batch_size=2, per_device_batch_size=1, max_length=2048, use_cpu=True)
-    assert train_generator_dpo(pairs, tiny_base, out, progress=False, **kw) == out
+    assert train_generator_dpo(pairs, tiny_base, out, progress=False, logging_steps=1, **kw) == out
     report = json.loads((out / "train_report.json").read_text())
     assert report["global_steps"] == 2 and math.isfinite(report["train_loss"]) and report["pairs"] == 4
+    # TRL's implicit-reward accuracy and margin, one entry per logged step
+    assert [r["step"] for r in report["reward_curve"]] == [1, 2]
+    assert all(0.0 <= r["accuracy"] <= 1.0 and math.isfinite(r["margin"]) for r in report["reward_curve"])
     assert report["beta"] == 0.1 and report["learning_rate"] == 5e-6 and report["sync_ref_model"] is False
     cfg = json.loads((out / "adapter_config.json").read_text())
     assert cfg["r"] == 16 and (out / "adapter_model.safetensors").is_file()
@@ -337,3 +372,74 @@ def test_cli_trains_on_a_dpo_jsonl(built, tiny_base, tmp_path, capsys):
     assert (out / "adapter_model.safetensors").is_file()
     assert main(argv + ["--qlora", "--max-steps", "1", "--quiet"]) == 2  # no bitsandbytes / GPU here
     assert "--qlora (4-bit QLoRA) needs" in capsys.readouterr().err
+
+
+def _sampled_elsewhere(inputs, llm):
+    """What ``benchmarks/dpo_candidates_gpu.py`` writes, made with the scripted generator: one
+    candidate per input and App. E decoding setting."""
+    return [
+        {"input_id": rec["input_id"], "temperature": t, "top_p": p, "text": llm.complete(rec["prompt"], temperature=t)}
+        for rec in inputs
+        for t, p in PAPER_SAMPLINGS
+    ]
+
+
+def test_candidates_sampled_elsewhere_give_the_online_builds_pairs(built, index):
+    """KA inputs alone (``--inputs-only``), candidates sampled by another process, judged here: the
+    same pairs as the one-process build; a refusal cannot be asked again, so it is counted."""
+    pairs, stats, script, _logs, questions = built
+    again = Script(script.answers, script.invalid, script.tie)
+    inputs, istats = build_ka_inputs(questions, index, again.llm, dataset="musique", progress=False, workers=3)
+    assert [r["input_id"] for r in inputs] == list(range(len(inputs))) and istats.inputs == stats.inputs
+    assert all(r["prompt"].count(r["question"]) >= 1 and r["answers"] for r in inputs)
+    cands = _sampled_elsewhere(inputs, again.llm)
+    offline, ostats = pairs_from_candidates(inputs, cands, judge=again.llm)
+    assert [p.to_record() for p in offline] == [p.to_record() for p in pairs]
+    assert ostats.judges == stats.judges and ostats.questions == stats.questions
+    assert ostats.skipped.pop("invalid candidate") == len(inputs)  # the 0.7 refusal, once per input
+    # the KA-input skips (activation stopped) are counted when the inputs are built
+    assert {**istats.skipped, **ostats.skipped} == stats.skipped and not set(istats.skipped) & set(ostats.skipped)
+    with pytest.raises(ValueError, match="input ids"):
+        pairs_from_candidates(inputs[:1], cands)
+
+
+def test_cli_inputs_only_then_candidates(data_dir, index, built, tmp_path):
+    """``--inputs-only`` writes ``ka_inputs.jsonl``; ``--candidates FILE --judge-llm gold`` judges a
+    file of sampled candidates into ``dpo_data.jsonl`` without any LLM; bad combinations exit 2."""
+    from kgrag_plugins.cli import main
+
+    out = tmp_path / "staged"
+    argv = ["train", "generator-dpo", "--dataset", "musique", "--llm", "scripted", "--limit", "3", "--out", str(out)]
+    argv += ["--index", str(index.path), "--data-dir", str(data_dir), "--quiet"]
+    assert main([*argv, "--inputs-only"]) == 0
+    inputs = load_jsonl(out / "ka_inputs.jsonl")
+    report = json.loads((out / "ka_inputs_report.json").read_text())
+    assert report["inputs"] == len(inputs) >= 3 and report["questions"] == 3
+    assert not (out / "dpo_data.jsonl").exists()
+    # two candidates per input: one holds a gold answer, one does not -> a gold-judged pair each
+    answers = {q.id: q.answers[0] for q in built[4]}
+    cands = [
+        {"input_id": r["input_id"], "temperature": t, "top_p": 1.0, "text": text}
+        for r in inputs
+        for t, text in ((0.0, f"The passage says it is {answers[r['question_id']]}."), (0.9, FILLER))
+    ]
+    save_jsonl(cands, tmp_path / "cands.jsonl")
+    staged = ["train", "generator-dpo", "--out", str(out), "--candidates", str(tmp_path / "cands.jsonl")]
+    assert main([*staged, "--judge-llm", "gold", "--build-only", "--quiet"]) == 0
+    rows = load_dpo_data(out / "dpo_data.jsonl")
+    assert len(rows) == len(inputs) and all(r["judge"] == "gold" and r["rejected"] == FILLER for r in rows)
+    assert [r["prompt"] for r in rows] == [r["prompt"] for r in inputs]
+    assert json.loads((out / "dpo_data_report.json").read_text())["candidates"].endswith("cands.jsonl")
+    assert main([*argv, "--inputs-only", "--candidates", str(tmp_path / "cands.jsonl")]) == 2
+    assert main([*argv, "--inputs-only", "--workers", "0"]) == 2
+
+
+def test_the_gpu_scripts_samplings_are_the_papers():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "dpo_candidates_gpu.py"
+    spec = importlib.util.spec_from_file_location("dpo_candidates_gpu", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.parse_samplings(mod.DEFAULT_SAMPLINGS) == list(PAPER_SAMPLINGS)
