@@ -34,10 +34,12 @@ Decisions where the paper is silent or our setting differs (also in ``docs/train
   On a reply that stays invalid or a failed call (WARNING + trace entry) and with no judge at all
   (the LLM-free path), the **gold answers** decide (``judge="gold"`` in the record): candidates are
   ranked by KG-Infused's Acc (a gold alias, lower-cased, inside the candidate) then SQuAD token F1
-  against the gold aliases (EM is never 1 for a passage); best = first top-ranked, worst = first
-  bottom-ranked; all equal -> dropped.
+  against the gold aliases (EM is never 1 for a passage), then token F1 against the input's passage
+  and facts (Table 17's "integrates the passage and the facts"; ``judge="evidence"`` when only this
+  separated best from worst: none of the candidates names the answer); best = first top-ranked,
+  worst = first bottom-ranked; all equal -> dropped.
 * Pairs with ``chosen == rejected`` are dropped. Records (:meth:`DPOPair.to_record`): ``prompt``,
-  ``chosen``, ``rejected``, ``question_id``, ``dataset``, ``judge`` (``"llm"`` / ``"gold"``), plus
+  ``chosen``, ``rejected``, ``question_id``, ``dataset``, ``judge`` (``"llm"`` / ``"gold"`` / ``"evidence"``), plus
   ``round`` and the samplings of both answers.
 
 **Training (App. E, Table 20; :mod:`.dpo_train`).** TRL's ``DPOTrainer``: β 0.1, lr 5e-7, batch 4, 1 epoch, AdamW
@@ -335,15 +337,30 @@ def parse_judgement(reply: str, n: int) -> tuple[int, int]:
     raise InvalidReply(f"no JSON object with best_id and worst_id in {(reply or '')[:200]!r}")
 
 
-def gold_judgement(candidates: Sequence[str], answers: Sequence[str]) -> tuple[int, int] | None:
-    """The LLM-free judge: rank by (KG-Infused Acc, SQuAD F1) against ``answers``; ``(best, worst)``
-    0-based (first of equals), or ``None`` when every candidate scores the same."""
+def gold_judgement(
+    candidates: Sequence[str], answers: Sequence[str], evidence: str | None = None
+) -> tuple[int, int] | None:
+    """The LLM-free judge: rank by (KG-Infused Acc, SQuAD F1) against ``answers``, then, with
+    ``evidence`` (the KA input's passage and facts), by token F1 against it: Table 17's "integrates
+    the passage and the facts, stays on them" when the answers cannot tell the candidates apart
+    (none names a gold alias). ``(best, worst)`` 0-based (first of equals), or ``None`` when every
+    candidate scores the same."""
     if not answers or len(candidates) < 2:
         return None
-    scores = [(accuracy_raw(c, list(answers)), f1_score(c, list(answers))) for c in candidates]
+    scores = [
+        (accuracy_raw(c, list(answers)), f1_score(c, list(answers))) + ((f1_score(c, [evidence]),) if evidence else ())
+        for c in candidates
+    ]
     best = max(range(len(scores)), key=lambda i: scores[i])
     worst = min(range(len(scores)), key=lambda i: scores[i])
     return None if scores[best] == scores[worst] else (best, worst)
+
+
+def _gold_kind(texts: Sequence[str], answers: Sequence[str], best: int, worst: int) -> str:
+    """``"gold"`` when the answers decided the pair, ``"evidence"`` when only the evidence F1 did."""
+    a = (accuracy_raw(texts[best], list(answers)), f1_score(texts[best], list(answers)))
+    b = (accuracy_raw(texts[worst], list(answers)), f1_score(texts[worst], list(answers)))
+    return "gold" if a != b else "evidence"
 
 
 def _judge(
@@ -356,7 +373,7 @@ def _judge(
     stats: DPOStats,
     qid: str,
 ) -> tuple[int, int, str] | str:
-    """``(best, worst, "llm" | "gold")`` or the reason the input yields no pair."""
+    """``(best, worst, "llm" | "gold" | "evidence")`` or the reason the input yields no pair."""
     if judge is not None:
         picked = complete_validated(
             judge,
@@ -372,8 +389,10 @@ def _judge(
         if picked is not None:
             return (*picked, "llm") if picked[0] != picked[1] else "judge: all of similar quality"
         logger.warning("question %s: judge reply invalid twice, the gold answers decide (judge='gold')", qid)
-    gold = gold_judgement(texts, answers)
-    return (*gold, "gold") if gold is not None else "gold: all candidates score the same"
+    gold = gold_judgement(texts, answers, evidence=f"{note}\n{summary}")
+    if gold is None:
+        return "gold: all candidates score the same"
+    return (*gold, _gold_kind(texts, answers, *gold))
 
 
 # ------------------------------------------------------------------ builder

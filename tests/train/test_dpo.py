@@ -154,7 +154,7 @@ def test_pairs_structure_on_real_musique(built):
     for p in pairs:
         assert p.chosen.strip() != p.rejected.strip()
         assert p.question_id in ids and p.dataset == "musique" and p.round in (1, 2)
-        assert p.judge in ("llm", "gold") and p.candidates == 4  # 6 settings, 1 duplicate, 1 refusal
+        assert p.judge in ("llm", "gold", "evidence") and p.candidates == 4  # 6 settings, 1 duplicate, 1 refusal
         assert "sorry" not in (p.chosen + p.rejected).lower()
         # the KA prompt (Table 16) with the note and the facts in data blocks
         assert "expert in text enhancement" in p.prompt and DATA_NOTICE in p.prompt
@@ -286,6 +286,12 @@ def test_gold_judgement():
     assert gold_judgement(cands, ["Paris"]) == (3, 2)  # exact answer best (acc 1, F1 1); no answer worst
     assert gold_judgement(["a b", "c d"], ["Paris"]) is None  # all equal: no pair
     assert gold_judgement(["Paris"], ["Paris"]) is None
+    # no candidate names the answer: the evidence (passage + facts) breaks the tie
+    evidence = "Hank Snow recorded in Nashville with Ernest Tubb."
+    cands = ["Snow recorded in Nashville with Tubb.", "Weather patterns vary.", "Snow sang."]
+    assert gold_judgement(cands, ["Brooklyn"]) is None
+    assert gold_judgement(cands, ["Brooklyn"], evidence=evidence) == (0, 1)
+    assert gold_judgement(["a b", "a b"], ["Paris"], evidence="a b") is None  # still all equal
 
 
 # ------------------------------------------------------------------ training smoke
