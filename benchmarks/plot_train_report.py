@@ -3,7 +3,8 @@
     python benchmarks/plot_train_report.py RUN_DIR/train_report.json docs/img/translator-smollm2-cpu-loss.png
 
 The curve is the trainer's logged training loss per optimizer step (``loss_curve`` in the report,
-written by ``kgrag train translator`` / ``generator-dpo``); the title carries the run's wall time
+written by ``kgrag train translator`` / ``generator-dpo``; a DPO report's ``reward_curve`` adds
+TRL's reward accuracy on the right axis); the title carries the run's wall time
 and peak RSS from the same report. Needs matplotlib (the ``explain`` or ``notebooks`` extra).
 """
 
@@ -40,6 +41,13 @@ def plot(report_path: Path, out: Path, title: str | None = None) -> Path:
         fontsize=9,
     )
     ax.grid(alpha=0.3)
+    rewards = report.get("reward_curve") or []
+    if rewards:  # DPO: TRL's implicit-reward accuracy on the training pairs, right axis
+        right = ax.twinx()
+        right.plot([r["step"] for r in rewards], [r["accuracy"] for r in rewards], color="tab:orange",
+                   marker=".", linewidth=1, label="reward accuracy")  # fmt: skip
+        right.set_ylabel("reward accuracy", color="tab:orange")
+        right.set_ylim(-0.05, 1.05)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out)

@@ -1,0 +1,53 @@
+"""benchmarks/dpo_qa_table.py: base vs DPO-tuned ``full`` on the questions both QA journals finished."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("dpo_qa_table", ROOT / "benchmarks" / "dpo_qa_table.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _journal(path: Path, n: int, acc: list[float], fallback_at: int = -1, rerun: int = -1) -> Path:
+    lines = [{"type": "header", "config": {"n_questions": n, "llm": "x"}}]
+    for i in range(n):
+        rec = {"type": "question", "row": "full", "i": i, "fallback": i == fallback_at,
+               "scores": {"acc": acc[i], "em": 0.0, "f1": acc[i] / 2}}  # fmt: skip
+        if i == rerun:  # a rerun question: its last row counts
+            lines.append({**rec, "scores": {"acc": 1 - acc[i], "em": 0.0, "f1": 0.0}})
+        lines.append(rec)
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    return path
+
+
+def test_compares_the_first_questions_both_runs_finished(tmp_path, capsys):
+    mod = _script()
+    base = _journal(tmp_path / "b.jsonl", 4, [1, 0, 0, 1], fallback_at=1, rerun=2)
+    tuned = _journal(tmp_path / "t.jsonl", 2, [1, 1])
+    out = tmp_path / "qa.json"
+    assert mod.main(["popqa", str(base), str(tuned), "--json", str(out)]) == 0
+    row = json.loads(out.read_text())[0]
+    assert row["questions"] == 2  # the tuned run's 2, not the base run's 4
+    assert row["base"] == {"acc": 0.5, "em": 0.0, "f1": 0.25, "fallbacks": 1}
+    assert row["dpo"] == {"acc": 1.0, "em": 0.0, "f1": 0.5, "fallbacks": 0}
+    assert "| popqa | 2 | 0.50 | 1.00 | +50.0 |" in capsys.readouterr().out
+
+
+def test_an_unfinished_question_is_a_clear_error(tmp_path):
+    mod = _script()
+    base = _journal(tmp_path / "b.jsonl", 3, [1, 0, 1])
+    lines = base.read_text().splitlines()
+    base.write_text("\n".join(lines[:-1]) + "\n")  # question 2 never finished
+    tuned = _journal(tmp_path / "t.jsonl", 3, [1, 1, 1])
+    with pytest.raises(ValueError, match="not finished"):
+        mod.compare("popqa", base, tuned)
