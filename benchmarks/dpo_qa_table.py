@@ -37,18 +37,22 @@ def read_journal(path: Path) -> tuple[dict, dict[int, dict]]:
     return config, rows
 
 
-def compare(dataset: str, base: Path, tuned: Path) -> dict:
-    """Acc / EM / F1 / fallbacks of both runs on the first ``min(limit)`` questions of ``dataset``."""
+def compare(dataset: str, base: Path, tuned: Path, *, partial: bool = False) -> dict:
+    """Acc / EM / F1 / fallbacks of both runs on the first ``min(limit)`` questions of ``dataset``
+    (``partial``: on those of them both runs finished, for runs stopped early)."""
     bcfg, brows = read_journal(base)
     tcfg, trows = read_journal(tuned)
     n = min(int(bcfg.get("n_questions") or len(brows)), int(tcfg.get("n_questions") or len(trows)))
     missing = [i for i in range(n) if i not in brows or i not in trows]
-    if missing:
+    if missing and not partial:
         raise ValueError(f"{dataset}: questions {missing[:5]} are not finished in both journals")
+    ids = [i for i in range(n) if i in brows and i in trows]
+    if not ids:
+        raise ValueError(f"{dataset}: no question is finished in both journals")
 
     def scores(rows: dict[int, dict]) -> dict:
-        qs = [rows[i] for i in range(n)]
-        mean = lambda key: round(sum(q["scores"][key] for q in qs) / n, 3)  # noqa: E731
+        qs = [rows[i] for i in ids]
+        mean = lambda key: round(sum(q["scores"][key] for q in qs) / len(qs), 3)  # noqa: E731
         return {
             "acc": mean("acc"),
             "em": mean("em"),
@@ -59,12 +63,18 @@ def compare(dataset: str, base: Path, tuned: Path) -> dict:
     b, t = scores(brows), scores(trows)
     return {
         "dataset": dataset,
-        "questions": n,
+        "questions": len(ids),
+        "of_first": n,
         "base": b,
         "dpo": t,
         "base_llm": bcfg.get("llm"),
         "dpo_llm": tcfg.get("llm"),
     }
+
+
+def _count(row: dict) -> str:
+    n, of = row["questions"], row.get("of_first", row["questions"])
+    return str(n) if n == of else f"{n} of the first {of}"
 
 
 def markdown(rows: list[dict]) -> str:
@@ -77,7 +87,7 @@ def markdown(rows: list[dict]) -> str:
         b, t = r["base"], r["dpo"]
         delta = round((t["acc"] - b["acc"]) * 100, 1)
         lines.append(
-            f"| {r['dataset']} | {r['questions']} | {b['acc']:.2f} | {t['acc']:.2f} | {delta:+.1f} | "
+            f"| {r['dataset']} | {_count(r)} | {b['acc']:.2f} | {t['acc']:.2f} | {delta:+.1f} | "
             f"{b['em']:.2f} / {t['em']:.2f} | {b['f1']:.3f} / {t['f1']:.3f} | {b['fallbacks']} / {t['fallbacks']} |"
         )
     return "\n".join(lines)
@@ -87,12 +97,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("triples", nargs="+", help="DATASET BASE_JOURNAL TUNED_JOURNAL, repeated")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--partial", action="store_true", help="compare on the questions both runs finished")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if len(args.triples) % 3:
         ap.error("give DATASET BASE_JOURNAL TUNED_JOURNAL triples")
     t = args.triples
-    rows = [compare(t[i], Path(t[i + 1]), Path(t[i + 2])) for i in range(0, len(t), 3)]
+    rows = [compare(t[i], Path(t[i + 1]), Path(t[i + 2]), partial=args.partial) for i in range(0, len(t), 3)]
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")

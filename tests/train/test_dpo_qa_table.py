@@ -51,3 +51,5 @@ def test_an_unfinished_question_is_a_clear_error(tmp_path):
     tuned = _journal(tmp_path / "t.jsonl", 3, [1, 1, 1])
     with pytest.raises(ValueError, match="not finished"):
         mod.compare("popqa", base, tuned)
+    row = mod.compare("popqa", base, tuned, partial=True)  # runs stopped early: the common questions
+    assert row["questions"] == 2 and row["of_first"] == 3 and row["base"]["acc"] == 0.5
