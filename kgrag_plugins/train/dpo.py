@@ -644,16 +644,11 @@ def build_dpo_dataset(
 
 def save_dpo_data(pairs: Sequence[DPOPair], path: str | Path) -> Path:
     """Write the pairs as JSONL (:meth:`DPOPair.to_record`)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as f:
-        for p in pairs:
-            f.write(json.dumps(p.to_record(), ensure_ascii=False) + "\n")
-    return path
+    return save_jsonl((p.to_record() for p in pairs), path)
 
 
 def save_jsonl(records: Iterable[dict[str, Any]], path: str | Path) -> Path:
-    """Write ``records`` (KA inputs, sampled candidates) one JSON object a line; returns ``path``."""
+    """Write ``records`` (KA inputs, sampled candidates) one JSON object a line, atomically."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
@@ -664,9 +659,8 @@ def save_jsonl(records: Iterable[dict[str, Any]], path: str | Path) -> Path:
     return path
 
 
-def load_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    """Read a JSONL of objects (blank lines skipped); a line that is not an object is a clear error."""
-    rows = []
+def _numbered_objects(path: str | Path) -> Iterable[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` per non-blank line; a line that is not a JSON object is a clear error."""
     for i, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
         if line.strip():
             try:
@@ -675,17 +669,19 @@ def load_jsonl(path: str | Path) -> list[dict[str, Any]]:
                 raise ValueError(f"{path}:{i}: not JSON ({e})") from e
             if not isinstance(row, dict):
                 raise ValueError(f"{path}:{i}: expected a JSON object")
-            rows.append(row)
-    return rows
+            yield i, row
+
+
+def load_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """Read a JSONL of objects (blank lines skipped); a line that is not an object is a clear error."""
+    return [row for _i, row in _numbered_objects(path)]
 
 
 def load_dpo_data(path: str | Path) -> list[dict[str, Any]]:
     """Read a JSONL written by :func:`save_dpo_data` (each row needs ``prompt``/``chosen``/``rejected``)."""
     rows = []
-    for i, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            row = json.loads(line)
-            if not all(isinstance(row.get(k), str) for k in ("prompt", "chosen", "rejected")):
-                raise ValueError(f"{path}:{i}: a DPO record needs string prompt, chosen and rejected")
-            rows.append(row)
+    for i, row in _numbered_objects(path):
+        if not all(isinstance(row.get(k), str) for k in ("prompt", "chosen", "rejected")):
+            raise ValueError(f"{path}:{i}: a DPO record needs string prompt, chosen and rejected")
+        rows.append(row)
     return rows

@@ -10,6 +10,7 @@ import math
 import threading
 
 import pytest
+from conftest import load_script
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -441,11 +442,5 @@ def test_cli_inputs_only_then_candidates(data_dir, index, built, tmp_path):
 
 
 def test_the_gpu_scripts_samplings_are_the_papers():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "dpo_candidates_gpu.py"
-    spec = importlib.util.spec_from_file_location("dpo_candidates_gpu", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("benchmarks/dpo_candidates_gpu.py")
     assert mod.parse_samplings(mod.DEFAULT_SAMPLINGS) == list(PAPER_SAMPLINGS)

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
+from conftest import load_script
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("dpo_qa_table", ROOT / "benchmarks" / "dpo_qa_table.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/dpo_qa_table.py")
 
 
 def _journal(path: Path, n: int, acc: list[float], fallback_at: int = -1, rerun: int = -1) -> Path:

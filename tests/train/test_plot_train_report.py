@@ -3,20 +3,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
+from conftest import load_script
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("plot_train_report", ROOT / "benchmarks" / "plot_train_report.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/plot_train_report.py")
 
 
 def test_plots_loss_and_reward_accuracy(tmp_path):
