@@ -67,6 +67,7 @@ from tqdm.auto import tqdm
 
 from ..config import progress_enabled
 from ..datasets.metrics import accuracy_raw, f1_score
+from ..index.manifest import atomic_write_text
 from ..methods.kg_infused import prompts as P
 from ..models.llm import LLMError
 from ..models.prompting import DATA_NOTICE, DataPrompt
@@ -337,14 +338,10 @@ def parse_judgement(reply: str, n: int) -> tuple[int, int]:
     raise InvalidReply(f"no JSON object with best_id and worst_id in {(reply or '')[:200]!r}")
 
 
-def gold_judgement(
-    candidates: Sequence[str], answers: Sequence[str], evidence: str | None = None
-) -> tuple[int, int] | None:
-    """The LLM-free judge: rank by (KG-Infused Acc, SQuAD F1) against ``answers``, then, with
-    ``evidence`` (the KA input's passage and facts), by token F1 against it: Table 17's "integrates
-    the passage and the facts, stays on them" when the answers cannot tell the candidates apart
-    (none names a gold alias). ``(best, worst)`` 0-based (first of equals), or ``None`` when every
-    candidate scores the same."""
+def _gold_ranking(
+    candidates: Sequence[str], answers: Sequence[str], evidence: str | None
+) -> tuple[int, int, str] | None:
+    """:func:`gold_judgement` plus what decided it: ``"gold"`` (the answers) or ``"evidence"``."""
     if not answers or len(candidates) < 2:
         return None
     scores = [
@@ -353,14 +350,21 @@ def gold_judgement(
     ]
     best = max(range(len(scores)), key=lambda i: scores[i])
     worst = min(range(len(scores)), key=lambda i: scores[i])
-    return None if scores[best] == scores[worst] else (best, worst)
+    if scores[best] == scores[worst]:
+        return None
+    return best, worst, "gold" if scores[best][:2] != scores[worst][:2] else "evidence"
 
 
-def _gold_kind(texts: Sequence[str], answers: Sequence[str], best: int, worst: int) -> str:
-    """``"gold"`` when the answers decided the pair, ``"evidence"`` when only the evidence F1 did."""
-    a = (accuracy_raw(texts[best], list(answers)), f1_score(texts[best], list(answers)))
-    b = (accuracy_raw(texts[worst], list(answers)), f1_score(texts[worst], list(answers)))
-    return "gold" if a != b else "evidence"
+def gold_judgement(
+    candidates: Sequence[str], answers: Sequence[str], evidence: str | None = None
+) -> tuple[int, int] | None:
+    """The LLM-free judge: rank by (KG-Infused Acc, SQuAD F1) against ``answers``, then, with
+    ``evidence`` (the KA input's passage and facts), by token F1 against it: Table 17's "integrates
+    the passage and the facts, stays on them" when the answers cannot tell the candidates apart
+    (none names a gold alias). ``(best, worst)`` 0-based (first of equals), or ``None`` when every
+    candidate scores the same."""
+    ranked = _gold_ranking(candidates, answers, evidence)
+    return None if ranked is None else ranked[:2]
 
 
 def _judge(
@@ -389,25 +393,25 @@ def _judge(
         if picked is not None:
             return (*picked, "llm") if picked[0] != picked[1] else "judge: all of similar quality"
         logger.warning("question %s: judge reply invalid twice, the gold answers decide (judge='gold')", qid)
-    gold = gold_judgement(texts, answers, evidence=f"{note}\n{summary}")
-    if gold is None:
-        return "gold: all candidates score the same"
-    return (*gold, _gold_kind(texts, answers, *gold))
+    ranked = _gold_ranking(texts, answers, f"{note}\n{summary}")
+    return ranked if ranked is not None else "gold: all candidates score the same"
 
 
 # ------------------------------------------------------------------ builder
 
 
 def _pair_of(
-    q: Any, rnd: int, prompt: str, note: str, summary: str, cands: list[tuple[str, tuple[float, float]]],
-    judge: Any, stats: DPOStats, dataset: str,
-) -> DPOPair | None:  # fmt: skip
-    """The judged pair of one KA input's distinct valid candidates, or ``None`` (a skip is counted)."""
+    rec: dict[str, Any], cands: list[tuple[str, tuple[float, float]]], judge: Any, stats: DPOStats
+) -> DPOPair | None:
+    """The judged pair of one KA input (a :func:`build_ka_inputs` record) from its distinct valid
+    candidates, or ``None`` (a skip is counted)."""
     if len(cands) < 2:
         stats.skip("fewer than 2 distinct candidates")
         return None
     texts = [t for t, _ in cands]
-    verdict = _judge(judge, q.question, note, summary, texts, q.answers, stats, q.id)
+    verdict = _judge(
+        judge, rec["question"], rec["note"], rec["summary"], texts, rec["answers"], stats, rec["question_id"]
+    )
     if isinstance(verdict, str):
         stats.skip(verdict)
         return None
@@ -417,17 +421,30 @@ def _pair_of(
         return None
     stats.judges[how] = stats.judges.get(how, 0) + 1
     return DPOPair(
-        prompt=prompt,
+        prompt=rec["prompt"],
         chosen=texts[best],
         rejected=texts[worst],
-        question_id=str(q.id),
-        dataset=dataset,
+        question_id=str(rec["question_id"]),
+        dataset=rec["dataset"],
         judge=how,
-        round=rnd,
+        round=int(rec["round"]),
         chosen_sampling=cands[best][1],
         rejected_sampling=cands[worst][1],
         candidates=len(cands),
     )
+
+
+def _question_inputs(kgi: Any, q: Any, rounds: Sequence[int], dataset: str) -> tuple[list[dict[str, Any]], DPOStats]:
+    """One question's KA inputs as records (:func:`build_ka_inputs`, without ``input_id``)."""
+    stats, out = DPOStats(questions=1), []
+    for rnd, note, summary in _ka_inputs(kgi, q.question, rounds, stats):
+        stats.inputs += 1
+        prompt = P.AUG_PASSAGE.format(question=q.question, passage=note, triples_summary=summary)
+        out.append({
+            "question_id": str(q.id), "question": q.question, "answers": list(q.answers), "dataset": dataset,
+            "round": rnd, "note": note, "summary": summary, "prompt": prompt,
+        })  # fmt: skip
+    return out, stats
 
 
 def _question_pairs(
@@ -440,37 +457,20 @@ def _question_pairs(
     dataset: str,
 ) -> tuple[list[DPOPair], DPOStats]:
     """One question's pairs and counts (module doc): its KA inputs, candidates, judgements."""
-    stats, pairs = DPOStats(questions=1), []
-    for rnd, note, summary in _ka_inputs(kgi, q.question, rounds, stats):
-        stats.inputs += 1
-        prompt = P.AUG_PASSAGE.format(question=q.question, passage=note, triples_summary=summary)
-        cands = sample_candidates(llm, prompt, samplings, stats)
-        pair = _pair_of(q, rnd, prompt, note, summary, cands, judge, stats, dataset)
+    records, stats = _question_inputs(kgi, q, rounds, dataset)
+    pairs = []
+    for rec in records:
+        pair = _pair_of(rec, sample_candidates(llm, rec["prompt"], samplings, stats), judge, stats)
         if pair is not None:
             pairs.append(pair)
     return pairs, stats
-
-
-def _question_inputs(kgi: Any, q: Any, rounds: Sequence[int], dataset: str) -> tuple[list[dict[str, Any]], DPOStats]:
-    """One question's KA inputs as records (:func:`build_ka_inputs`)."""
-    stats, out = DPOStats(questions=1), []
-    for rnd, note, summary in _ka_inputs(kgi, q.question, rounds, stats):
-        stats.inputs += 1
-        prompt = P.AUG_PASSAGE.format(question=q.question, passage=note, triples_summary=summary)
-        out.append({
-            "question_id": str(q.id), "question": q.question, "answers": list(q.answers), "dataset": dataset,
-            "round": rnd, "note": note, "summary": summary, "prompt": prompt,
-        })  # fmt: skip
-    return out, stats
 
 
 def _per_question(
     fn: Any, questions: list[Any], workers: int, progress: bool | None, desc: str
 ) -> list[tuple[list[Any], DPOStats]]:
     """``fn(q)`` for every question, ``workers`` at once (threads; an OpenAI-compatible server
-    batches their calls), results in question order."""
-    if workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
+    batches their calls), results in question order (``workers`` checked by :func:`_checked`)."""
     results: list[tuple[list[Any], DPOStats]] = []
     with tqdm(total=len(questions), desc=desc, disable=not progress_enabled(progress), leave=False) as bar:
         if workers == 1:
@@ -578,8 +578,6 @@ def pairs_from_candidates(
     validated as in :func:`sample_candidates` (an invalid one cannot be asked again here: it is left
     out, counted in ``skipped["invalid candidate"]``), duplicates are kept once, and the rest is
     :func:`build_dpo_data`'s: the judge (``None``: the gold answers), the skips, the records."""
-    from types import SimpleNamespace
-
     by_input: dict[int, list[dict[str, Any]]] = {}
     for c in candidates:
         by_input.setdefault(int(c["input_id"]), []).append(c)
@@ -602,9 +600,7 @@ def pairs_from_candidates(
             if key not in seen:
                 seen.add(key)
                 cands.append((text, (float(c["temperature"]), float(c["top_p"]))))
-        q = SimpleNamespace(id=rec["question_id"], question=rec["question"], answers=list(rec["answers"]))
-        pair = _pair_of(q, int(rec["round"]), rec["prompt"], rec["note"], rec["summary"], cands, judge, stats,
-                        rec["dataset"])  # fmt: skip
+        pair = _pair_of(rec, cands, judge, stats)
         if pair is not None:
             pairs.append(pair)
     stats.pairs = len(pairs)
@@ -651,11 +647,7 @@ def save_jsonl(records: Iterable[dict[str, Any]], path: str | Path) -> Path:
     """Write ``records`` (KA inputs, sampled candidates) one JSON object a line, atomically."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        for rec in records:
-            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
-    tmp.replace(path)
+    atomic_write_text(path, "".join(json.dumps(rec, ensure_ascii=False) + "\n" for rec in records))
     return path
 
 
