@@ -3,8 +3,9 @@
 
 Journal: JSON lines. The first is a header ``{"type": "header", "version", "config"}`` (dataset,
 systems, LLM, limit, options and :func:`prompt_fingerprint`: ``--resume`` refuses a journal whose
-config differs; one written before the fingerprint existed resumes with a WARNING) and ``info``
-(options a resumed run may change: deadline, concurrency, retries); then one
+config differs, except for a larger ``--limit``, recorded as an ``{"type": "extend"}`` line; one
+written before the fingerprint existed resumes with a WARNING) and ``info`` (options a resumed
+run may change: deadline, concurrency, retries); then one
 ``{"type": "question", "row", "i", ...}`` line per finished (row, question), appended, flushed and
 fsynced as each question finishes; and one ``{"type": "row", "row", "n_run", "wall_s",
 "concurrency"}`` line per row per session (throughput). A torn last line (a kill mid-write) is
@@ -118,6 +119,23 @@ def default_journal_path(out: str | Path | None, cache_dir: str | Path | None, c
     return Path(cache_dir or default_cache_dir()) / "qa-journals" / f"{name}-{key}.jsonl"
 
 
+#: Config keys a resumed run may raise: the questions are the dataset's first ``limit`` (the corpus
+#: does not depend on it), so a larger limit keeps every finished answer valid.
+_EXTENDABLE = ("limit", "n_questions")
+
+
+def _limit_grows(old: dict[str, Any], new: dict[str, Any]) -> tuple[int, int] | None:
+    """``(old n, new n)`` when ``new`` differs from ``old`` only by a larger question limit."""
+    if {k: v for k, v in old.items() if k not in _EXTENDABLE} != {k: v for k, v in new.items() if k not in _EXTENDABLE}:
+        return None
+    a, b = old.get("n_questions"), new.get("n_questions")
+    if not isinstance(a, int) or not isinstance(b, int) or b <= a:
+        return None
+    if old.get("limit") is None:  # the old run already had every question
+        return None
+    return a, b
+
+
 class QAJournal:
     """An append-only JSON-lines journal of finished questions (see the module docstring);
     ``path=None`` keeps it in memory only. Appends are thread-safe."""
@@ -166,8 +184,20 @@ class QAJournal:
             header = {}
         if header.get("type") != "header":
             raise ValueError(f"--resume: {self.path} is not a QA journal (no header line)")
-        old = header.get("config") or {}
+        old = dict(header.get("config") or {})
+        records = []
+        for n, line in enumerate(lines[1:], start=2):
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise ValueError(f"--resume: {self.path} line {n} is damaged ({e})") from e
+        for rec in records:  # an earlier resume that raised --limit
+            if rec.get("type") == "extend":
+                old.update({k: rec[k] for k in _EXTENDABLE if k in rec})
         mine = self.config
+        extended = _limit_grows(old, mine)
+        if extended:
+            old.update({k: mine.get(k) for k in _EXTENDABLE})
         if PROMPTS_KEY not in old and PROMPTS_KEY in mine:
             logger.warning(
                 "%s was written before journals recorded a prompt fingerprint: resuming without checking "
@@ -185,11 +215,15 @@ class QAJournal:
                 else "; rerun with the same options, or drop --resume (or pass another --journal) to start over"
             )
             raise ValueError(f"--resume: {self.path} was written by a run with another config ({details}){why}")
-        for n, line in enumerate(lines[1:], start=2):
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"--resume: {self.path} line {n} is damaged ({e})") from e
+        if extended:
+            logger.info(
+                "%s: extending the run from its first %s to its first %s questions",
+                self.path,
+                extended[0],
+                extended[1],
+            )
+            self._append({"type": "extend", **{k: mine.get(k) for k in _EXTENDABLE}})
+        for rec in records:
             if rec.get("type") == "question":
                 self.done.setdefault(rec["row"], {})[int(rec["i"])] = rec
             elif rec.get("type") == "row":

@@ -249,6 +249,28 @@ def test_resume_after_a_crash_equals_an_uninterrupted_run(tmp_path):
     assert again_llm.calls == 0 and _no_timing(again) == _no_timing(clean)
 
 
+def test_resume_with_a_larger_limit_extends_the_run_and_keeps_its_answers(tmp_path, caplog):
+    journal = tmp_path / "j.jsonl"
+    systems = ["no-retrieval", "vanilla-rag"]
+    _bench(ScriptedQALLM(), systems, 2, journal=journal)
+    first = _question_lines(journal)
+    llm = ScriptedQALLM()
+    with caplog.at_level("INFO", logger="kgrag_plugins.eval.qa_run"):
+        extended = _bench(llm, systems, 4, journal=journal, resume=True)
+    assert "extending the run from its first 2 to its first 4 questions" in caplog.text
+    assert llm.calls == 2 + 4  # questions 3-4 only: 1 call each for no-retrieval, 2 for vanilla-rag
+    after = _question_lines(journal)
+    assert after[: len(first)] == first and len(set(after)) == len(after) == 8
+    assert _no_timing(extended) == _no_timing(_bench(ScriptedQALLM(), systems, 4, journal=False))
+    assert extended["n_questions"] == 4
+    # the extension is recorded: resuming at 4 again asks nothing; going back to 3 is refused
+    again = ScriptedQALLM()
+    _bench(again, systems, 4, journal=journal, resume=True)
+    assert again.calls == 0
+    with pytest.raises(ValueError, match="another config.*limit: journal 4, now 3"):
+        _bench(ScriptedQALLM(), systems, 3, journal=journal, resume=True)
+
+
 def test_a_new_run_keeps_the_previous_journal(tmp_path):
     journal = tmp_path / "j.jsonl"
     _bench(ScriptedQALLM(), ["no-retrieval"], 1, journal=journal)
