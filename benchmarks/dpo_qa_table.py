@@ -23,7 +23,9 @@ logger = logging.getLogger("dpo_qa_table")
 
 
 def read_journal(path: Path) -> tuple[dict, dict[int, dict]]:
-    """``(header config, {question index: its last row})`` of a QA journal (``row == "full"``)."""
+    """``(config, {question index: its last row})`` of a QA journal (``row == "full"``); the
+    config is the header's, with the limit of any later ``extend`` line (a resume that raised
+    ``--limit``)."""
     config: dict = {}
     rows: dict[int, dict] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
@@ -31,7 +33,9 @@ def read_journal(path: Path) -> tuple[dict, dict[int, dict]]:
             continue
         rec = json.loads(line)
         if rec.get("type") == "header":
-            config = rec.get("config", {})
+            config = dict(rec.get("config", {}))
+        elif rec.get("type") == "extend":
+            config.update({k: rec[k] for k in ("limit", "n_questions") if k in rec})
         elif rec.get("type") == "question" and rec.get("row") == "full":
             rows[int(rec["i"])] = rec
     return config, rows

@@ -48,3 +48,19 @@ def test_an_unfinished_question_is_a_clear_error(tmp_path):
         mod.compare("popqa", base, tuned)
     row = mod.compare("popqa", base, tuned, partial=True)  # runs stopped early: the common questions
     assert row["questions"] == 2 and row["of_first"] == 3 and row["base"]["acc"] == 0.5
+
+
+def test_a_run_extended_by_resume_counts_its_new_limit(tmp_path):
+    """A journal whose run was resumed with a larger ``--limit`` (an ``extend`` line) is compared
+    on its extended question count."""
+    mod = _script()
+    base = _journal(tmp_path / "b.jsonl", 4, [1, 0, 0, 1])
+    tuned = _journal(tmp_path / "t.jsonl", 2, [1, 1])
+    lines = tuned.read_text().splitlines()
+    more = [{"type": "extend", "limit": 4, "n_questions": 4}] + [
+        {"type": "question", "row": "full", "i": i, "fallback": False, "scores": {"acc": 0.0, "em": 0.0, "f1": 0.0}}
+        for i in (2, 3)
+    ]
+    tuned.write_text("\n".join(lines + [json.dumps(x) for x in more]) + "\n")
+    row = mod.compare("popqa", base, tuned)
+    assert row["questions"] == row["of_first"] == 4 and row["dpo"]["acc"] == 0.5
