@@ -57,6 +57,14 @@ _PARAGRAPH_TEXT = (
 #: loops (``full`` and ``self-rag+kg-infused``: 7 % of questions), rerun after those steps got a
 #: prose schema (``kg_infused.prompts.PROSE_SCHEMAS``); ``ka-only`` beside them as a check.
 PROSE_RERUN = {"dataset": "popqa", "limit": 30, "systems": ["ka-only", "full", "self-rag+kg-infused"]}
+#: The vanilla RAG rows again after ``write_note``'s schema began to require a content word of the
+#: question (``kg_infused.prompts.note_schema``): SmolLM2-135M had written 5-9 % of its MuSiQue notes
+#: as pure preamble that the validator rejects. Own journals (``qa-smollm2-DATASET-note``);
+#: ``--note-rerun`` runs them on ``--note-datasets`` (default MuSiQue, the worst set).
+NOTE_RERUN = {
+    "datasets": ["musique"],
+    "systems": ["vanilla-rag", "vanilla-rag:activation", *KG_RETRIEVER_SYSTEMS],
+}
 #: The reader's passage budget: the vanilla RAG rows of PopQA again with each passage a prompt shows
 #: cut to ``passage_chars`` characters (head and tail around a marker; ``--passage-chars``, default
 #: 4,000). Activation's top 6 on PopQA are long pages, so its prompts are the longest of the main run;
@@ -114,6 +122,13 @@ def _acc(report: dict[str, Any], system: str) -> float | None:
     return None if r is None else r["acc"]
 
 
+def _rate(stats: dict[str, Any] | None) -> str:
+    """``valid/replies (share)`` of one step's reply statistics."""
+    if not stats or not stats.get("replies"):
+        return "n/a"
+    return f"{stats['valid']}/{stats['replies']} ({stats['valid'] / stats['replies']:.0%})"
+
+
 def valid_rate_lines(reports: list[dict[str, Any] | None], floor: float = 0.98) -> list[str]:
     """Issue 30's "valid-reply rate >= 98 % on every structured step with constraints on": per step,
     the lowest valid share over the rows whose replies of that step were all constrained."""
@@ -141,10 +156,12 @@ def summary_lines(
     prose: dict[str, Any] | None = None,
     kg: dict[str, dict[str, Any]] | None = None,
     budget: dict[str, Any] | None = None,
+    note: dict[str, dict[str, Any]] | None = None,
 ) -> list[str]:
     """The acceptance checks of issue 30, each with the numbers it reads (``kg``: the
     :data:`KG_RETRIEVER_SYSTEMS` runs per dataset, compared with the same dataset's main run;
-    ``budget``: the :data:`READER_BUDGET` run)."""
+    ``budget``: the :data:`READER_BUDGET` run; ``note``: the :data:`NOTE_RERUN` runs per dataset,
+    whose rows supersede the same rows of the main and KG-retriever runs in the valid-reply check)."""
     lines: list[str] = []
     main_reports, kg_runs = reports, kg or {}
     reports = {ds: _merged(rep, kg_runs.get(ds)) for ds, rep in reports.items()}
@@ -208,7 +225,23 @@ def summary_lines(
                 f"- {PROSE_RERUN['dataset']} with prose schemas: `{s}` Acc {r['acc']:.2f}, "
                 f"fallbacks {r['fallbacks']}{before}."
             )
-    lines += valid_rate_lines([*reports.values(), every, prose, budget])
+    note_runs = note or {}
+    for ds, rep in note_runs.items():
+        before = reports.get(ds, {}).get("results", {})
+        for s, r in rep["results"].items():
+            st = (r.get("reply_stats") or {}).get("write_note")
+            old_st = (before.get(s, {}).get("reply_stats") or {}).get("write_note")
+            was = f" (before: {_rate(old_st)}, Acc {before[s]['acc']:.2f})" if s in before else ""
+            lines.append(
+                f"- {ds} with the note schema naming the question: `{s}` `write_note` valid {_rate(st)}, "
+                f"Acc {r['acc']:.2f}, fallbacks {r['fallbacks']}{was}."
+            )
+    superseded_rows = {(ds, s) for ds, rep in note_runs.items() for s in rep["results"]}
+    current = [
+        {**rep, "results": {s: r for s, r in rep["results"].items() if (ds, s) not in superseded_rows}}
+        for ds, rep in reports.items()
+    ]
+    lines += valid_rate_lines([*current, *note_runs.values(), every, prose, budget])
     lines.append(
         "- Fallback share over 5 % (not measured): " + (", ".join(not_measured) if not_measured else "none") + "."
     )
@@ -266,6 +299,7 @@ def write_page(
     prose: dict[str, Any] | None = None,
     kg: dict[str, dict[str, Any]] | None = None,
     budget: dict[str, Any] | None = None,
+    note: dict[str, dict[str, Any]] | None = None,
 ) -> None:
     parts = [
         "# Answer quality with a real reader: SmolLM2-135M-Instruct (issue 30)",
@@ -284,7 +318,7 @@ def write_page(
         "",
         "## Summary",
         "",
-        *summary_lines(reports, throughput, every, prose, kg, budget),
+        *summary_lines(reports, throughput, every, prose, kg, budget, note),
         "",
     ]
 
@@ -346,6 +380,21 @@ def write_page(
             qa_markdown_table(prose),
             "",
         ]
+    for ds, rep in (note or {}).items():
+        parts += [
+            f"## {ds} with the note schema naming the question",
+            "",
+            "The vanilla RAG rows again, on the same questions, after `write_note`'s schema began to require "
+            "one of the question's content words (`kg_infused.prompts.note_schema`: one paragraph, as above, "
+            "that names the question's subject). Before it, SmolLM2-135M wrote some notes as pure preamble "
+            '("The note contains all the original text information useful for answering the question:") '
+            "that the validator rejects. These rows supersede the same rows above in the valid-reply check.",
+            "",
+            provenance(rep),
+            "",
+            qa_markdown_table(rep),
+            "",
+        ]
     if budget:
         parts += budget_section(budget, reports.get(READER_BUDGET["dataset"]), (kg or {}).get(READER_BUDGET["dataset"]))
         parts += [provenance(budget), "", qa_markdown_table(budget), ""]
@@ -371,6 +420,8 @@ def main(argv: list[str] | None = None) -> int:
         "--kg-retrievers", action="store_true", help="also run KG_RETRIEVER_SYSTEMS on every dataset (own journals)"
     )
     ap.add_argument("--kg-datasets", default=None, help="with --kg-retrievers: only these datasets (default: all)")
+    ap.add_argument("--note-rerun", action="store_true", help="also rerun NOTE_RERUN (the note schema)")
+    ap.add_argument("--note-datasets", default=",".join(NOTE_RERUN["datasets"]), help="with --note-rerun")
     ap.add_argument("--out-dir", type=Path, default=ROOT / "docs" / "benchmarks" / "qa")
     ap.add_argument("--page", type=Path, default=ROOT / "docs" / "qa-smollm2.md")
     ap.add_argument("--quiet", action="store_true")
@@ -382,6 +433,7 @@ def main(argv: list[str] | None = None) -> int:
     llm, desc, close = resolve_llm(args.llm, args.llm_model, deadline=args.llm_deadline)
     reports: dict[str, dict[str, Any]] = {}
     kg: dict[str, dict[str, Any]] = {}
+    note: dict[str, dict[str, Any]] = {}
     throughput = every = prose = budget = None
     try:
         for ds in [d.strip() for d in args.datasets.split(",") if d.strip()]:
@@ -416,12 +468,18 @@ def main(argv: list[str] | None = None) -> int:
                 f"qa-smollm2-{rb['dataset']}-chars{rb['passage_chars']}", rb["dataset"], list(rb["systems"]), llm,
                 desc, args, concurrency=args.concurrency, passage_chars=rb["passage_chars"],
             )  # fmt: skip
+        if args.note_rerun:
+            for ds in [d.strip() for d in args.note_datasets.split(",") if d.strip()]:
+                note[ds] = _run(
+                    f"qa-smollm2-{ds}-note", ds, list(NOTE_RERUN["systems"]), llm, desc, args,
+                    concurrency=args.concurrency,
+                )  # fmt: skip
     finally:
         close()
     emb = os.environ.get("KGRAG_EMBEDDER")  # the index embedder is part of what was measured
     cmd = (f"KGRAG_EMBEDDER={emb} " if emb else "") + "KGRAG_DATA_DIR=../shared/data python benchmarks/qa_smollm2.py "
     cmd += " ".join(argv or sys.argv[1:])
-    write_page(args.page, reports, throughput, cmd.strip(), every, prose, kg, budget)
+    write_page(args.page, reports, throughput, cmd.strip(), every, prose, kg, budget, note)
     logger.info("wrote %s", args.page)
     return 0
 

@@ -33,6 +33,7 @@ __all__ = [
     "choice_schema",
     "json_schema",
     "literal_regex",
+    "mentions_regex",
     "one_of_regex",
     "paragraph_regex",
     "phrase_regex",
@@ -195,6 +196,48 @@ def paragraph_regex() -> str:
     "a coherent paragraph" (Table 11); with line breaks allowed SmolLM2-135M filled some of its notes
     with heading loops (``"The note is:\\n\\nThe note is:..."``)."""
     return f"[{WORD_CHARS}][{PROSE_CHARS}]*"
+
+
+#: The characters of :data:`PROSE_CHARS` that are not word characters (a word boundary).
+_NON_WORD = PROSE_CHARS.replace(WORD_CHARS, "", 1)
+#: Stems shorter than this are whole words (``content_words`` cuts words to 6 characters).
+_STEM_CHARS = 6
+
+
+def mentions_regex(stems: Sequence[str], *, max_stems: int = 24) -> str | None:
+    """One paragraph (:func:`paragraph_regex`) that contains at least one of ``stems`` as a word,
+    in any letter case; ``None`` without stems.
+
+    ``stems`` are :func:`~kgrag_plugins.models.replies.content_words` stems (lower case, 3+
+    characters, cut to 6): a 6-character stem matches any word that starts with it, a shorter one
+    the whole word only, so a reply this regex accepts always shares a content word with the text
+    the stems came from. Stems with a letter outside :data:`WORD_CHARS` are dropped (no reply could
+    hold them); the ``max_stems`` longest are kept (the regex stays small to compile)."""
+    word_only = re.compile(f"[{WORD_CHARS}]{{3,}}")
+    kept = sorted({s for s in stems if word_only.fullmatch(s or "")}, key=lambda s: (-len(s), s))[:max_stems]
+    if not kept:
+        return None
+
+    def caseless(stem: str) -> str:
+        out = []
+        for ch in stem:
+            lo, up = ch.lower(), ch.upper()
+            if lo != up and len(up) == 1:
+                out.append(f"[{literal_regex(lo)}{literal_regex(up)}]")
+            else:
+                out.append(literal_regex(ch))
+        return "".join(out)
+
+    long_ = [caseless(s) for s in kept if len(s) >= _STEM_CHARS]
+    short = [caseless(s) for s in kept if len(s) < _STEM_CHARS]
+    keys = []
+    if long_:
+        keys.append(f"(?:{'|'.join(long_)})[{WORD_CHARS}]*")
+    if short:
+        keys.append(f"(?:{'|'.join(short)})")
+    key = keys[0] if len(keys) == 1 else f"(?:{'|'.join(keys)})"
+    word, non_word, prose = f"[{WORD_CHARS}]", f"[{_NON_WORD}]", f"[{PROSE_CHARS}]"
+    return f"(?:{word}{prose}*{non_word})?{key}(?:{non_word}{prose}*)?"
 
 
 def text_field(max_chars: int | None = None) -> dict[str, Any]:

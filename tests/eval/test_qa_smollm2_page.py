@@ -122,3 +122,30 @@ def test_the_readme_budget_table_is_the_committed_report():
         cells = [c.strip() for c in line.strip("|").split("|")]
         r = report["results"][re.match(r"`([^`]+)`", cells[0]).group(1)]
         assert cells[1].strip("*") == f"{r['acc']:.2f}" and cells[2] == f"{r['tokens_per_q']['prompt']:.0f}"
+
+
+def test_note_rerun_rows_supersede_theirs_in_the_valid_rate_check():
+    """A ``--note-rerun`` row replaces the same dataset's row in the valid-reply check and is
+    reported beside its earlier figures; rows it does not rerun still count."""
+
+    def row(acc, valid, replies):
+        stats = {"write_note": {"replies": replies, "valid": valid, "constrained": replies}}
+        return {"acc": acc, "measured": True, "fallback_share": 0.0, "fallbacks": 0, "reply_stats": stats}
+
+    reports = {
+        "musique": {
+            "dataset": "musique",
+            "results": {"vanilla-rag": row(0.07, 96, 105), "vanilla-rag:activation": row(0.06, 99, 100)},
+        }
+    }
+    note = {"musique": {"dataset": "musique", "results": {"vanilla-rag": row(0.09, 100, 100)}}}
+    lines = "\n".join(page.summary_lines(reports, None, note=note))
+    assert (
+        "musique with the note schema naming the question: `vanilla-rag` `write_note` valid 100/100 (100%), "
+        "Acc 0.09, fallbacks 0 (before: 96/105 (91%), Acc 0.07)." in lines
+    )
+    assert "1 of 1 steps at least 98% in every row." in lines  # the superseded 91 % row no longer counts
+    before = "\n".join(page.summary_lines(reports, None))
+    assert "below: `write_note` 91% (musique `vanilla-rag`)" in before
+    note["musique"]["results"]["vanilla-rag"] = row(0.09, 97, 100)
+    assert "below: `write_note` 97% (musique `vanilla-rag`)" in "\n".join(page.summary_lines(reports, None, note=note))

@@ -23,10 +23,18 @@ from kgrag_plugins.methods.sa_rag.cot import parse_reasoning
 from kgrag_plugins.methods.sa_rag.prompts import ANSWER_SCHEMA, REASONING_SCHEMA
 from kgrag_plugins.methods.translator.prompts import NEXT_QUERY_SCHEMA, parse_next_query
 from kgrag_plugins.models.llm import ScriptedLLM
-from kgrag_plugins.models.replies import InvalidReply, check_text, complete_validated, first_line
+from kgrag_plugins.models.replies import (
+    _STOPWORDS,
+    InvalidReply,
+    check_text,
+    complete_validated,
+    content_words,
+    first_line,
+)
 from kgrag_plugins.models.structured import (
     OutputSchema,
     literal_regex,
+    mentions_regex,
     one_of_regex,
     paragraph_regex,
     phrase_regex,
@@ -161,7 +169,7 @@ def test_kg_infused_prose_steps_pass_their_schemas(sample_mentions_index) -> Non
     kgi = KGInfusedRetriever(sample_mentions_index, llm=llm, rounds=1)
     assert kgi.write_note("Where was Curie born?", []) == "Curie was born in Warsaw."
     assert kgi.augment("Where was Curie born?", "Curie was born in Warsaw.", "Curie studied in Paris.")
-    assert llm.schemas == [KP.PROSE_SCHEMAS["write_note"], KP.PROSE_SCHEMAS["augment"]]
+    assert llm.schemas == [KP.note_schema("Where was Curie born?"), KP.PROSE_SCHEMAS["augment"]]
     assert llm.budgets == [KP.MAX_TOKENS["write_note"], KP.MAX_TOKENS["augment"]]
     for step, schema in KP.PROSE_SCHEMAS.items():
         assert schema.regex == (paragraph_regex() if step == "write_note" else prose_regex())
@@ -175,6 +183,46 @@ def test_paragraph_regex_is_one_line_of_prose() -> None:
     for bad in ["Title:\n\nTitle:", "The note is:\nThe note is:", "<p>", "Curie <b>x</b>", '{"note": "x"}', ""]:
         assert not re.fullmatch(rx, bad), bad
     assert re.fullmatch(prose_regex(), "Title:\n\nTitle:")  # what the multi-line prose schema let through
+
+
+_STEMS = st.lists(st.from_regex(r"[a-zà-öø-ÿ0-9]{3,6}", fullmatch=True), min_size=1, max_size=6)
+
+
+@FAST
+@given(_STEMS, st.data())
+def test_mentions_regex_replies_share_a_content_word(stems, data) -> None:
+    """Every reply the note schema allows names one of the stems, as ``check_text`` counts them."""
+    stems = [s for s in stems if s not in _STOPWORDS]
+    assume(stems)
+    rx = mentions_regex(stems)
+    reply = data.draw(st.from_regex(rx, fullmatch=True))
+    assert re.fullmatch(paragraph_regex(), reply)
+    assert content_words(reply) & set(stems), (stems, reply)
+
+
+def test_note_schema_refuses_preambles_and_takes_mentions() -> None:
+    """SmolLM2-135M's MuSiQue notes that fell back (pure preamble) cannot match; notes naming the
+    question's subject, in any case or inflection, can."""
+    q = "Who is the spouse of the Green performer?"
+    rx = KP.note_schema(q).to_regex()
+    assert KP.note_schema(q).max_tokens == KP.MAX_TOKENS["write_note"]
+    for bad in [
+        "The note contains all the original text information useful for answering the question:",
+        "The document contains information about the location of the location of",
+        "Greenland is large.",  # "green" is a whole-word stem: "Greenland" is another word
+        "The note is:\nThe Green performer",
+    ]:
+        assert not re.fullmatch(rx, bad), bad
+    for good in [
+        "GREEN is the performer's name; his spouse was Ann.",
+        "The spouses of the singer: none known.",
+        "Green.",
+        "Performers' spouses are listed.",
+    ]:
+        assert re.fullmatch(rx, good), good
+        assert check_text(good, context=q)
+    assert KP.note_schema("Who is it?") == KP.PROSE_SCHEMAS["write_note"]  # no content word
+    assert mentions_regex(["東京都"]) is None  # no constrained reply can hold it
 
 
 # --------------------------------------------------------------------------- schemas reach the LLM

@@ -35,8 +35,10 @@ import re
 from collections.abc import Iterable, Sequence
 
 from ...models.prompting import DATA_NOTICE, DataPrompt, escape_data
+from ...models.replies import content_words
 from ...models.structured import (
     OutputSchema,
+    mentions_regex,
     one_of_regex,
     paragraph_regex,
     phrase_regex,
@@ -58,6 +60,7 @@ __all__ = [
     "format_candidate_groups",
     "format_passages",
     "format_triple",
+    "note_schema",
     "format_triples",
     "postprocess",
     "MAX_TOKENS",
@@ -287,6 +290,20 @@ PROSE_SCHEMAS: dict[str, OutputSchema] = {
     step: regex_schema(f"kg_infused_{step}", rx, max_tokens=MAX_TOKENS[step])
     for step, rx in (("summary", prose_regex()), ("write_note", paragraph_regex()), ("augment", prose_regex()))
 }
+
+
+def note_schema(question: str) -> OutputSchema:
+    """Table 11's note as a regex: one paragraph (:data:`PROSE_SCHEMAS`) that names at least one
+    content word of the question (:func:`~kgrag_plugins.models.structured.mentions_regex`). The
+    note must be query-focused, and its validator rejects a note that shares no content word with
+    the question and passages; unconstrained by this, SmolLM2-135M wrote 5 % of its MuSiQue notes
+    as pure preamble ("The note contains all the original text information useful for answering
+    the question:") and stopped. Built per call; a question without content words gets the plain
+    paragraph schema."""
+    rx = mentions_regex(sorted(content_words(question)))
+    if rx is None:
+        return PROSE_SCHEMAS["write_note"]
+    return regex_schema("kg_infused_write_note", rx, max_tokens=MAX_TOKENS["write_note"])
 
 
 def selection_schema(candidates: Iterable[str]) -> OutputSchema:

@@ -588,13 +588,20 @@ class KGInfusedRetriever(Retriever):
             out.append((p.title, clip_text(p.text)))  # a long passage: head and tail around a marker
         return out
 
-    def _complete_or_raise(self, prompt: str, template: str, step: str, context: str | None = None) -> str:
+    def _complete_or_raise(
+        self,
+        prompt: str,
+        template: str,
+        step: str,
+        context: str | None = None,
+        schema: OutputSchema | None = None,
+    ) -> str:
         """A validated free-text call; raises :class:`LLMError` (naming the step and why) when the
         call failed, :class:`~kgrag_plugins.models.replies.RepliesStayedInvalid` (an ``LLMError``)
         when the reply stayed invalid, so callers take their LLM-free path."""
         errors: list[dict[str, Any]] = []
         validate = _text_validator(template, context=context)
-        out = self._complete(prompt, validate, step, errors, schema=P.PROSE_SCHEMAS.get(step))
+        out = self._complete(prompt, validate, step, errors, schema=schema or P.PROSE_SCHEMAS.get(step))
         if out is None:
             last = errors[-1] if errors else {"kind": "invalid_reply", "error": "no valid reply"}
             raise step_error({"step": step, **last})  # timeouts / invalid replies stay retryable
@@ -610,7 +617,9 @@ class KGInfusedRetriever(Retriever):
             question=question, passages=P.format_passages(self._passage_pairs(passages))
         )
         shown = "\n".join(f"{t}\n{x}" for t, x in self._passage_pairs(passages))
-        return self._complete_or_raise(prompt, self._prompt("write_note"), "write_note", f"{question}\n{shown}")
+        return self._complete_or_raise(
+            prompt, self._prompt("write_note"), "write_note", f"{question}\n{shown}", P.note_schema(question)
+        )
 
     def augment(self, question: str, note: str | None, summary: str) -> str | None:
         """Eq. 10: the note rewritten with the triples summary (Table 16); ``None`` without an LLM
