@@ -15,6 +15,7 @@ number on it comes from this command. ``--llm URL --llm-model NAME`` uses a serv
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -24,6 +25,7 @@ from typing import Any
 from kgrag_plugins.config import setup_offline_env
 from kgrag_plugins.eval.qa import available_systems, qa_markdown_table, run_qa_bench
 from kgrag_plugins.eval.qa_llm import resolve_llm
+from kgrag_plugins.eval.qa_run import PROMPTS_KEY, prompt_fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
 #: What runs where: PopQA gets two LLM-free graph-free retrievers beside activation; the multi-hop
@@ -92,9 +94,18 @@ logger = logging.getLogger("benchmarks.qa_smollm2")
 def _run(
     name: str, dataset: str, systems: list[str], llm: Any, desc: str, args: argparse.Namespace, **kw: Any
 ) -> dict[str, Any]:
-    """One resumable bench run: ``OUT_DIR/NAME.json`` and its journal ``OUT_DIR/NAME.journal.jsonl``."""
+    """One resumable bench run: ``OUT_DIR/NAME.json`` and its journal ``OUT_DIR/NAME.journal.jsonl``.
+
+    A journal written under other prompts (its header's fingerprint is not today's
+    :func:`~kgrag_plugins.eval.qa_run.prompt_fingerprint`) cannot be resumed; when its report is
+    there, the report that run wrote is read back as it is (``earlier_prompts`` set, said on the
+    page) instead of failing the whole page. Move the journal aside to rerun it."""
     out = args.out_dir / f"{name}.json"
     journal = args.out_dir / f"{name}.journal.jsonl"
+    earlier = _journal_prompts(journal)
+    if earlier is not None and earlier != prompt_fingerprint() and out.is_file():
+        logger.info("%s: run under earlier prompts (%s); reading its report %s", journal.name, earlier, out.name)
+        return {**json.loads(out.read_text(encoding="utf-8")), "earlier_prompts": earlier}
     return run_qa_bench(
         dataset,
         systems,
@@ -108,6 +119,19 @@ def _run(
         llm_options={k: v for k, v in (("model", args.llm_model), ("deadline", args.llm_deadline)) if v is not None},
         **kw,
     )
+
+
+def _journal_prompts(journal: Path) -> str | None:
+    """The prompt fingerprint in ``journal``'s header (``None``: no journal, or one from before
+    journals recorded it)."""
+    if not journal.is_file():
+        return None
+    with journal.open(encoding="utf-8") as fh:
+        first = fh.readline()
+    try:
+        return (json.loads(first).get("config") or {}).get(PROMPTS_KEY)
+    except (json.JSONDecodeError, AttributeError):
+        return None
 
 
 def _merged(main: dict[str, Any], extra: dict[str, Any] | None) -> dict[str, Any]:
@@ -324,6 +348,11 @@ def write_page(
 
     def provenance(rep: dict[str, Any]) -> str:
         n = rep.get("resumed_questions", 0)
+        if rep.get("earlier_prompts"):
+            return (
+                f"_Read from the report an earlier run of this command wrote (`{Path(rep['journal']).name}`), "
+                f"under earlier prompts or output schemas (fingerprint `{rep['earlier_prompts']}`): not rerun._"
+            )
         return (
             f"_{n} question rows read back from the journal `{Path(rep['journal']).name}` (written by an earlier "
             "run of the same configuration: same dataset, systems, LLM and limit), the rest run now._"

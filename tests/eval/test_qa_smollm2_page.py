@@ -149,3 +149,19 @@ def test_note_rerun_rows_supersede_theirs_in_the_valid_rate_check():
     assert "below: `write_note` 91% (musique `vanilla-rag`)" in before
     note["musique"]["results"]["vanilla-rag"] = row(0.09, 97, 100)
     assert "below: `write_note` 97% (musique `vanilla-rag`)" in "\n".join(page.summary_lines(reports, None, note=note))
+
+
+def test_a_run_under_earlier_prompts_is_read_from_its_report(tmp_path):
+    """A journal whose prompt fingerprint is not today's cannot resume: its report is read back,
+    marked, and the page says so; nothing is asked of the LLM."""
+    import argparse
+    import json
+
+    journal = tmp_path / "qa-smollm2-popqa-chars1000.journal.jsonl"
+    journal.write_text(json.dumps({"type": "header", "version": 1, "config": {"prompts": "0" * 12}}) + "\n")
+    report = {"dataset": "popqa", "journal": str(journal), "results": {"vanilla-rag": {"acc": 0.43}}}
+    (tmp_path / "qa-smollm2-popqa-chars1000.json").write_text(json.dumps(report))
+    args = argparse.Namespace(out_dir=tmp_path)
+    got = page._run("qa-smollm2-popqa-chars1000", "popqa", ["vanilla-rag"], None, "none", args)
+    assert got["earlier_prompts"] == "0" * 12 and got["results"] == report["results"]
+    assert page._journal_prompts(tmp_path / "absent.jsonl") is None
