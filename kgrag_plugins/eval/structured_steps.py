@@ -84,6 +84,16 @@ def _kg_infused_expansion(llm: Any, s: Sample) -> Any:
     return KGInfusedRetriever(s.index, llm=llm, rounds=1).expand_query(s.question, summary)
 
 
+def _kg_infused_note(llm: Any, s: Sample) -> Any:
+    from ..methods.kg_infused import KGInfusedRetriever
+    from ..models.llm import LLMError
+
+    try:
+        return KGInfusedRetriever(s.index, llm=llm, rounds=1).write_note(s.question, s.passages)
+    except LLMError:  # the reply stayed invalid (recorded as such)
+        return None
+
+
 def _kg_infused_augment(llm: Any, s: Sample) -> Any:
     from ..methods.kg_infused import KGInfusedRetriever
     from ..models.llm import LLMError
@@ -191,6 +201,7 @@ def _translator(llm: Any, s: Sample) -> Any:
 STEPS: dict[str, Callable[[Any, Sample], Any]] = {
     "triple_selection": _kg_infused_selection,
     "query_expansion": _kg_infused_expansion,
+    "write_note": _kg_infused_note,
     "augment": _kg_infused_augment,
     "reasoning": _sa_reasoning,
     "answer": _sa_answer,

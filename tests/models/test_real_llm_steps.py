@@ -32,7 +32,7 @@ def step_samples(sample_mentions_index):
 
 #: the default run covers each kind of constraint (chat JSON, choice, regex, Self-Ask's format); the
 #: other steps (the same constraint kinds, longer replies) run in ``make test-slow``
-HEAVY = {"reasoning", "decompose", "translator.decompose", "triple_selection", "augment"}
+HEAVY = {"reasoning", "decompose", "translator.decompose", "triple_selection", "write_note", "augment"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in HEAVY else n for n in STEPS])
