@@ -60,8 +60,8 @@ _PARAGRAPH_TEXT = (
 #: prose schema (``kg_infused.prompts.PROSE_SCHEMAS``); ``ka-only`` beside them as a check.
 PROSE_RERUN = {"dataset": "popqa", "limit": 30, "systems": ["ka-only", "full", "self-rag+kg-infused"]}
 #: The vanilla RAG rows again after ``write_note``'s schema began to require a content word of the
-#: question (``kg_infused.prompts.note_schema``): SmolLM2-135M had written 5-9 % of its MuSiQue notes
-#: as pure preamble that the validator rejects. Own journals (``qa-smollm2-DATASET-note``);
+#: question within the note's first words (``kg_infused.prompts.note_schema``): SmolLM2-135M had
+#: written 3-9 % of its MuSiQue notes as pure preamble that the validator rejects. Own journals (``qa-smollm2-DATASET-note``);
 #: ``--note-rerun`` runs them on ``--note-datasets`` (default MuSiQue, the worst set).
 NOTE_RERUN = {
     "datasets": ["musique"],
@@ -414,8 +414,8 @@ def write_page(
             f"## {ds} with the note schema naming the question",
             "",
             "The vanilla RAG rows again, on the same questions, after `write_note`'s schema began to require "
-            "one of the question's content words (`kg_infused.prompts.note_schema`: one paragraph, as above, "
-            "that names the question's subject). Before it, SmolLM2-135M wrote some notes as pure preamble "
+            "one of the question's content words within its first five words (`kg_infused.prompts.note_schema`: "
+            "one paragraph, as above, that opens on the question's subject). Before it, SmolLM2-135M wrote some notes as pure preamble "
             '("The note contains all the original text information useful for answering the question:") '
             "that the validator rejects. These rows supersede the same rows above in the valid-reply check.",
             "",

@@ -204,7 +204,7 @@ _NON_WORD = PROSE_CHARS.replace(WORD_CHARS, "", 1)
 _STEM_CHARS = 6
 
 
-def mentions_regex(stems: Sequence[str], *, max_stems: int = 24) -> str | None:
+def mentions_regex(stems: Sequence[str], *, max_stems: int = 24, within_words: int | None = None) -> str | None:
     """One paragraph (:func:`paragraph_regex`) that contains at least one of ``stems`` as a word,
     in any letter case; ``None`` without stems.
 
@@ -212,7 +212,9 @@ def mentions_regex(stems: Sequence[str], *, max_stems: int = 24) -> str | None:
     characters, cut to 6): a 6-character stem matches any word that starts with it, a shorter one
     the whole word only, so a reply this regex accepts always shares a content word with the text
     the stems came from. Stems with a letter outside :data:`WORD_CHARS` are dropped (no reply could
-    hold them); the ``max_stems`` longest are kept (the regex stays small to compile)."""
+    hold them); the ``max_stems`` longest are kept (the regex stays small to compile).
+    ``within_words``: the stem must come after at most that many words, each followed by 1-3
+    non-word characters (``None``: anywhere)."""
     word_only = re.compile(f"[{WORD_CHARS}]{{3,}}")
     kept = sorted({s for s in stems if word_only.fullmatch(s or "")}, key=lambda s: (-len(s), s))[:max_stems]
     if not kept:
@@ -237,7 +239,11 @@ def mentions_regex(stems: Sequence[str], *, max_stems: int = 24) -> str | None:
         keys.append(f"(?:{'|'.join(short)})")
     key = keys[0] if len(keys) == 1 else f"(?:{'|'.join(keys)})"
     word, non_word, prose = f"[{WORD_CHARS}]", f"[{_NON_WORD}]", f"[{PROSE_CHARS}]"
-    return f"(?:{word}{prose}*{non_word})?{key}(?:{non_word}{prose}*)?"
+    if within_words is None:
+        opening = f"(?:{word}{prose}*{non_word})?"
+    else:
+        opening = f"(?:{word}+{non_word}{{1,3}}){{0,{int(within_words)}}}"
+    return f"{opening}{key}(?:{non_word}{prose}*)?"
 
 
 def text_field(max_chars: int | None = None) -> dict[str, Any]:

@@ -292,15 +292,21 @@ PROSE_SCHEMAS: dict[str, OutputSchema] = {
 }
 
 
+#: How many words a note may open with before it names the question (:func:`note_schema`).
+NOTE_MENTION_WITHIN = 4
+
+
 def note_schema(question: str) -> OutputSchema:
-    """Table 11's note as a regex: one paragraph (:data:`PROSE_SCHEMAS`) that names at least one
-    content word of the question (:func:`~kgrag_plugins.models.structured.mentions_regex`). The
-    note must be query-focused, and its validator rejects a note that shares no content word with
-    the question and passages; unconstrained by this, SmolLM2-135M wrote 5 % of its MuSiQue notes
-    as pure preamble ("The note contains all the original text information useful for answering
-    the question:") and stopped. Built per call; a question without content words gets the plain
-    paragraph schema."""
-    rx = mentions_regex(sorted(content_words(question)))
+    """Table 11's note as a regex: one paragraph (:data:`PROSE_SCHEMAS`) that names a content word
+    of the question within its first :data:`NOTE_MENTION_WITHIN` words + 1
+    (:func:`~kgrag_plugins.models.structured.mentions_regex`), so it opens on the question's
+    subject. The note must be query-focused, and its validator rejects a note that shares no
+    content word with the question and passages. SmolLM2-135M wrote 4 % of its MuSiQue notes as
+    pure preamble ("The note contains all the original text information useful for answering the
+    question:"); with the content word allowed anywhere it went on with more preamble until the
+    token budget, so the opening is bounded. Built per call; a question without content words gets
+    the plain paragraph schema."""
+    rx = mentions_regex(sorted(content_words(question)), within_words=NOTE_MENTION_WITHIN)
     if rx is None:
         return PROSE_SCHEMAS["write_note"]
     return regex_schema("kg_infused_write_note", rx, max_tokens=MAX_TOKENS["write_note"])
