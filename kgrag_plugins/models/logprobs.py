@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from . import replies
 from .breaker import LLMResponseError
 from .messages import Message
 from .replies import CALL_ERRORS, InvalidReply, apply_schema
@@ -245,15 +246,20 @@ def complete_logprobs_validated(
     "llm_error", "error", "attempts", "reply"?, **context}`` appended to ``errors`` (the same
     contract as :func:`~kgrag_plugins.models.replies.complete_validated`, ``schema`` included: it
     is passed on only to an LLM that enforces schemas and whose ``complete_logprobs`` takes one;
-    its ``max_tokens`` applies when the call gives none; replies go to ``record_reply``)."""
+    its ``max_tokens`` applies when the call gives none; replies go to ``record_reply``; a retry
+    after an invalid greedy reply samples)."""
     log = log or logger
-    reason, reply = "", ""
+    reason, reply, invalid = "", "", False
     takes = schema is not None and _takes_schema(llm.complete_logprobs)
     constrained, record = apply_schema(llm, schema, kwargs, accepts_schema=takes)
+    greedy = not kwargs.get("temperature")
     for attempt in range(1, retries + 2):
+        call_kwargs = kwargs
+        if invalid and greedy and replies.RETRY_TEMPERATURE:  # as complete_validated: sample the retry
+            call_kwargs = {**kwargs, "temperature": replies.RETRY_TEMPERATURE}
         try:
             with llm_call(step, prompt, llm=llm) as call:
-                out = llm.complete_logprobs(prompt, **kwargs)
+                out = llm.complete_logprobs(prompt, **call_kwargs)
                 call.reply = getattr(out, "text", "")
         except CALL_ERRORS as exc:
             entry = {"step": step, "kind": "llm_error", "error": str(exc), "type": type(exc).__name__}
@@ -263,7 +269,7 @@ def complete_logprobs_validated(
         try:
             value = validate(out)
         except InvalidReply as exc:
-            reason = str(exc)
+            reason, invalid = str(exc), True
             record(step, False, constrained)
             continue
         record(step, True, constrained)

@@ -239,6 +239,12 @@ def apply_schema(
     return constrained, record if callable(record) else _ignore_reply
 
 
+#: The temperature of the retry after an invalid reply when the call decodes greedily
+#: (``temperature`` unset or 0): greedy decoding of the same prompt returns the same reply, so the
+#: retry samples instead (SmolLM2-135M repeated its invalid notes word for word). 0 disables it.
+RETRY_TEMPERATURE = 0.7
+
+
 def complete_validated(
     llm: Any,
     prompt: str | list[Message],
@@ -255,7 +261,8 @@ def complete_validated(
 ) -> T | None:
     """``validate(llm.complete(prompt, **complete_kwargs))``, retried ``retries`` times (default
     once) on :class:`InvalidReply` (and on failed calls too with ``retry_errors``); ``None`` when
-    the call fails or every reply is invalid.
+    the call fails or every reply is invalid. A retry after an invalid greedy reply samples at
+    :data:`RETRY_TEMPERATURE`.
 
     On ``None`` a WARNING is logged (``log``, default this module's logger) and a trace entry
     ``{"step", "kind": "invalid_reply" | "llm_error", "error", "attempts", "type"? (of the error),
@@ -271,12 +278,16 @@ def complete_validated(
     (:func:`~kgrag_plugins.models.usage.llm_call`: calls, tokens, seconds).
     """
     log = log or logger
-    reason, reply = "", ""
+    reason, reply, invalid = "", "", False
     constrained, record = apply_schema(llm, schema, complete_kwargs)
+    greedy = not complete_kwargs.get("temperature")
     for attempt in range(1, retries + 2):
+        kwargs = complete_kwargs
+        if invalid and greedy and RETRY_TEMPERATURE:  # a greedy retry would repeat the invalid reply
+            kwargs = {**complete_kwargs, "temperature": RETRY_TEMPERATURE}
         try:
             with llm_call(step, prompt, llm=llm) as call:  # calls, tokens, seconds per step (.usage)
-                reply = call.reply = llm.complete(prompt, **complete_kwargs)
+                reply = call.reply = llm.complete(prompt, **kwargs)
         except CALL_ERRORS as exc:
             if retry_errors and attempt <= retries:
                 reason, reply = f"{type(exc).__name__}: {redact(exc)}", ""
@@ -293,7 +304,7 @@ def complete_validated(
         try:
             value = validate(reply)
         except InvalidReply as exc:
-            reason = str(exc)
+            reason, invalid = str(exc), True
             record(step, False, constrained)
             continue
         record(step, True, constrained)

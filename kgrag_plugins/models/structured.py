@@ -204,7 +204,13 @@ _NON_WORD = PROSE_CHARS.replace(WORD_CHARS, "", 1)
 _STEM_CHARS = 6
 
 
-def mentions_regex(stems: Sequence[str], *, max_stems: int = 24, within_words: int | None = None) -> str | None:
+def mentions_regex(
+    stems: Sequence[str],
+    *,
+    max_stems: int = 24,
+    within_words: int | None = None,
+    max_symbols: int | None = None,
+) -> str | None:
     """One paragraph (:func:`paragraph_regex`) that contains at least one of ``stems`` as a word,
     in any letter case; ``None`` without stems.
 
@@ -214,7 +220,9 @@ def mentions_regex(stems: Sequence[str], *, max_stems: int = 24, within_words: i
     the stems came from. Stems with a letter outside :data:`WORD_CHARS` are dropped (no reply could
     hold them); the ``max_stems`` longest are kept (the regex stays small to compile).
     ``within_words``: the stem must come after at most that many words, each followed by 1-3
-    non-word characters (``None``: anywhere)."""
+    non-word characters (``None``: anywhere). ``max_symbols``: after the stem, words are separated
+    by at most that many non-word characters (``None``: any prose), so the reply cannot loop on
+    quotes or punctuation."""
     word_only = re.compile(f"[{WORD_CHARS}]{{3,}}")
     kept = sorted({s for s in stems if word_only.fullmatch(s or "")}, key=lambda s: (-len(s), s))[:max_stems]
     if not kept:
@@ -243,7 +251,12 @@ def mentions_regex(stems: Sequence[str], *, max_stems: int = 24, within_words: i
         opening = f"(?:{word}{prose}*{non_word})?"
     else:
         opening = f"(?:{word}+{non_word}{{1,3}}){{0,{int(within_words)}}}"
-    return f"{opening}{key}(?:{non_word}{prose}*)?"
+    if max_symbols is None:
+        rest = f"(?:{non_word}{prose}*)?"
+    else:  # words separated by at most max_symbols non-word characters
+        run = f"{non_word}{{1,{int(max_symbols)}}}"
+        rest = f"(?:{run}{word}+)*{non_word}{{0,{int(max_symbols)}}}"
+    return f"{opening}{key}{rest}"
 
 
 def text_field(max_chars: int | None = None) -> dict[str, Any]:

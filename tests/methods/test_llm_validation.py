@@ -48,6 +48,27 @@ def test_llm_helper_retries_once_then_records_and_warns(caplog: pytest.LogCaptur
     assert len(llm.calls) == 1 and errors[0]["kind"] == "llm_error" and errors[0]["type"] == "LLMUnavailableError"
 
 
+def test_the_retry_after_an_invalid_greedy_reply_samples() -> None:
+    """Greedy decoding would repeat the invalid reply: the retry samples at RETRY_TEMPERATURE; a
+    caller's own sampling temperature is kept, and a retry after a valid reply never happens."""
+    from kgrag_plugins.models.logprobs import complete_logprobs_validated
+    from kgrag_plugins.models.replies import RETRY_TEMPERATURE
+
+    assert 0 < RETRY_TEMPERATURE <= 1
+    llm = ScriptedLLM([SYMBOLS, "Paris"])
+    assert complete_validated(llm, "q", check_text, step="s", temperature=0.0) == "Paris"
+    assert [c["temperature"] for c in llm.calls] == [0.0, RETRY_TEMPERATURE]
+    llm = ScriptedLLM([SYMBOLS, "Paris"])
+    assert complete_validated(llm, "q", check_text, step="s") == "Paris"  # unset = greedy
+    assert [c["temperature"] for c in llm.calls] == [None, RETRY_TEMPERATURE]
+    llm = ScriptedLLM([SYMBOLS, "Paris"])
+    assert complete_validated(llm, "q", check_text, step="s", temperature=0.9) == "Paris"
+    assert [c["temperature"] for c in llm.calls] == [0.9, 0.9]
+    llm = ScriptedLLM([SYMBOLS, "Paris"])
+    got = complete_logprobs_validated(llm, "q", lambda out: check_text(out.text), step="s", temperature=0)
+    assert got == "Paris" and [c["temperature"] for c in llm.calls] == [0, RETRY_TEMPERATURE]
+
+
 @pytest.mark.parametrize(
     ("reply", "why"),
     [

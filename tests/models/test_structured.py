@@ -189,12 +189,12 @@ _STEMS = st.lists(st.from_regex(r"[a-zà-öø-ÿ0-9]{3,6}", fullmatch=True), min
 
 
 @FAST
-@given(_STEMS, st.sampled_from([None, 0, 4]), st.data())
-def test_mentions_regex_replies_share_a_content_word(stems, within, data) -> None:
+@given(_STEMS, st.sampled_from([None, 0, 4]), st.sampled_from([None, 4]), st.data())
+def test_mentions_regex_replies_share_a_content_word(stems, within, symbols, data) -> None:
     """Every reply the note schema allows names one of the stems, as ``check_text`` counts them."""
     stems = [s for s in stems if s not in _STOPWORDS]
     assume(stems)
-    rx = mentions_regex(stems, within_words=within)
+    rx = mentions_regex(stems, within_words=within, max_symbols=symbols)
     reply = data.draw(st.from_regex(rx, fullmatch=True))
     assert re.fullmatch(paragraph_regex(), reply)
     assert content_words(reply) & set(stems), (stems, reply)
@@ -213,6 +213,7 @@ def test_note_schema_refuses_preambles_and_takes_mentions() -> None:
         "The note is:\nThe Green performer",
         "According to the five passages, the spouse",  # the question named only after 5 words
         "The note: ““““““ Green",  # at most 3 non-word characters between opening words
+        "The Green performer: “Brand (play)”””””””",  # at most 4 after the mention
     ]:
         assert not re.fullmatch(rx, bad), bad
     for good in [
@@ -220,6 +221,7 @@ def test_note_schema_refuses_preambles_and_takes_mentions() -> None:
         "The spouses of the singer: none known.",
         "Green.",
         "Performers' spouses are listed.",
+        "The Green performer (1998), “Ann”.",
     ]:
         assert re.fullmatch(rx, good), good
         assert check_text(good, context=q)
