@@ -165,7 +165,7 @@ NOT_PROMPTS |= {"parse_answer", "parse_reference", "parse_query", "parse_triples
 NOT_PROMPTS |= set(prompting.__all__)  # the shared sentences, imported
 NOT_PROMPTS |= {"NEEDED_LINE", "FINAL_CUE"}  # Self-Ask markers (no retrieved text: self_ask_prompt)
 # reply schemas and their literals (models/structured.py: what a reply may look like, no prompt text)
-NOT_PROMPTS |= {"NO_PATH", "hop_schema", "NONE_SELECTED", "selection_schema", "PHRASE_CHARS"}
+NOT_PROMPTS |= {"NO_PATH", "hop_schema", "NONE_SELECTED", "selection_schema", "note_schema", "PHRASE_CHARS"}
 
 
 def _blocks(text: str) -> list[tuple[str, int, int]]:
