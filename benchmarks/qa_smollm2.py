@@ -61,8 +61,8 @@ _PARAGRAPH_TEXT = (
 PROSE_RERUN = {"dataset": "popqa", "limit": 30, "systems": ["ka-only", "full", "self-rag+kg-infused"]}
 #: The vanilla RAG rows again after ``write_note``'s schema began to require a content word of the
 #: question within the note's first words (``kg_infused.prompts.note_schema``): SmolLM2-135M had
-#: written 3-9 % of its MuSiQue notes as pure preamble that the validator rejects. Own journals (``qa-smollm2-DATASET-note``);
-#: ``--note-rerun`` runs them on ``--note-datasets`` (default MuSiQue, the worst set).
+#: written 3-9 % of its MuSiQue notes as pure preamble that the validator rejects. Own journals
+#: (``qa-smollm2-DATASET-note``); ``--note-rerun`` runs them on ``--note-datasets`` (default MuSiQue, the worst set).
 NOTE_RERUN = {
     "datasets": ["musique"],
     "systems": ["vanilla-rag", "vanilla-rag:activation", *KG_RETRIEVER_SYSTEMS],
@@ -361,8 +361,8 @@ def write_page(
         )
 
     for ds, rep in reports.items():
-        note = _PARAGRAPH_TEXT if ds in PARAGRAPH_NOTE else "Notes unconstrained (run before the prose schemas)."
-        parts += [f"## {ds}", "", provenance(rep), note, "", qa_markdown_table(rep), ""]
+        notes_text = _PARAGRAPH_TEXT if ds in PARAGRAPH_NOTE else "Notes unconstrained (run before the prose schemas)."
+        parts += [f"## {ds}", "", provenance(rep), notes_text, "", qa_markdown_table(rep), ""]
         if kg and ds in kg:
             parts += [
                 f"### {ds}: vanilla RAG over FRAG and the clue translator",
@@ -415,7 +415,8 @@ def write_page(
             "",
             "The vanilla RAG rows again, on the same questions, after `write_note`'s schema began to require "
             "one of the question's content words within its first five words (`kg_infused.prompts.note_schema`: "
-            "one paragraph, as above, that opens on the question's subject). Before it, SmolLM2-135M wrote some notes as pure preamble "
+            "one paragraph, as above, that opens on the question's subject). Before it, SmolLM2-135M "
+            "wrote some notes as pure preamble "
             '("The note contains all the original text information useful for answering the question:") '
             "that the validator rejects. These rows supersede the same rows above in the valid-reply check.",
             "",

@@ -165,3 +165,28 @@ def test_a_run_under_earlier_prompts_is_read_from_its_report(tmp_path):
     got = page._run("qa-smollm2-popqa-chars1000", "popqa", ["vanilla-rag"], None, "none", args)
     assert got["earlier_prompts"] == "0" * 12 and got["results"] == report["results"]
     assert page._journal_prompts(tmp_path / "absent.jsonl") is None
+
+
+def test_the_page_has_the_note_rerun_section(tmp_path):
+    """write_page with a note rerun: its section and table are on the page (the main runs' own
+    notes text does not shadow it)."""
+    from kgrag_plugins.eval.qa import qa_markdown_table  # noqa: F401  (the page's table writer)
+
+    def report(ds, systems):
+        row = {
+            "em": 0.0, "f1": 0.1, "acc": 0.1, "acc_raw": 0.1, "f1_last_alias": 0.0, "llm_calls_per_q": 2.0,
+            "tokens_per_q": {"prompt": 10, "completion": 2}, "latency_s": {"p50": 1.0, "p95": 2.0},
+            "questions_per_minute": 5.0, "fallbacks": 0, "empty_answers": 0, "measured": True, "fallback_share": 0.0,
+            "reply_stats": {"write_note": {"replies": 10, "valid": 10, "constrained": 10}},
+        }  # fmt: skip
+        return {"dataset": ds, "n_questions": 10, "corpus_size": 5, "llm": "x", "journal": f"/j/{ds}.jsonl",
+                "results": {s: dict(row) for s in systems}}  # fmt: skip
+
+    out = tmp_path / "page.md"
+    page.write_page(
+        out, {"musique": report("musique", ["vanilla-rag"])}, None, "cmd",
+        note={"musique": report("musique", ["vanilla-rag"])},
+    )  # fmt: skip
+    text = out.read_text()
+    assert "## musique with the note schema naming the question" in text
+    assert "`vanilla-rag` `write_note` valid 10/10 (100%)" in text
