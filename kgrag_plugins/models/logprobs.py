@@ -30,10 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from . import replies
 from .breaker import LLMResponseError
 from .messages import Message
-from .replies import CALL_ERRORS, InvalidReply, apply_schema
+from .replies import CALL_ERRORS, InvalidReply, apply_schema, retry_kwargs
 from .structured import OutputSchema
 from .usage import llm_call
 
@@ -252,11 +251,8 @@ def complete_logprobs_validated(
     reason, reply, invalid = "", "", False
     takes = schema is not None and _takes_schema(llm.complete_logprobs)
     constrained, record = apply_schema(llm, schema, kwargs, accepts_schema=takes)
-    greedy = not kwargs.get("temperature")
     for attempt in range(1, retries + 2):
-        call_kwargs = kwargs
-        if invalid and greedy and replies.RETRY_TEMPERATURE:  # as complete_validated: sample the retry
-            call_kwargs = {**kwargs, "temperature": replies.RETRY_TEMPERATURE}
+        call_kwargs = retry_kwargs(kwargs, invalid)
         try:
             with llm_call(step, prompt, llm=llm) as call:
                 out = llm.complete_logprobs(prompt, **call_kwargs)

@@ -245,6 +245,14 @@ def apply_schema(
 RETRY_TEMPERATURE = 0.7
 
 
+def retry_kwargs(kwargs: dict[str, Any], after_invalid: bool) -> dict[str, Any]:
+    """The keywords of the next attempt: ``kwargs``, sampled at :data:`RETRY_TEMPERATURE` when the
+    previous reply was invalid and the call decodes greedily (a greedy retry repeats the reply)."""
+    if after_invalid and not kwargs.get("temperature") and RETRY_TEMPERATURE:
+        return {**kwargs, "temperature": RETRY_TEMPERATURE}
+    return kwargs
+
+
 def complete_validated(
     llm: Any,
     prompt: str | list[Message],
@@ -280,11 +288,8 @@ def complete_validated(
     log = log or logger
     reason, reply, invalid = "", "", False
     constrained, record = apply_schema(llm, schema, complete_kwargs)
-    greedy = not complete_kwargs.get("temperature")
     for attempt in range(1, retries + 2):
-        kwargs = complete_kwargs
-        if invalid and greedy and RETRY_TEMPERATURE:  # a greedy retry would repeat the invalid reply
-            kwargs = {**complete_kwargs, "temperature": RETRY_TEMPERATURE}
+        kwargs = retry_kwargs(complete_kwargs, invalid)
         try:
             with llm_call(step, prompt, llm=llm) as call:  # calls, tokens, seconds per step (.usage)
                 reply = call.reply = llm.complete(prompt, **kwargs)
