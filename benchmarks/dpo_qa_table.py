@@ -19,33 +19,24 @@ import logging
 import sys
 from pathlib import Path
 
+from kgrag_plugins.eval.qa_run import read_journal
+
 logger = logging.getLogger("dpo_qa_table")
 
 
-def read_journal(path: Path) -> tuple[dict, dict[int, dict]]:
-    """``(config, {question index: its last row})`` of a QA journal (``row == "full"``); the
-    config is the header's, with the limit of any later ``extend`` line (a resume that raised
-    ``--limit``)."""
-    config: dict = {}
-    rows: dict[int, dict] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        rec = json.loads(line)
-        if rec.get("type") == "header":
-            config = dict(rec.get("config", {}))
-        elif rec.get("type") == "extend":
-            config.update({k: rec[k] for k in ("limit", "n_questions") if k in rec})
-        elif rec.get("type") == "question" and rec.get("row") == "full":
-            rows[int(rec["i"])] = rec
+def full_rows(path: Path) -> tuple[dict, dict[int, dict]]:
+    """``(config, {question index: its last row})`` of a QA journal's ``full`` row; the config is
+    the header's, with the limit of any later ``extend`` line (a resume that raised ``--limit``)."""
+    config, records = read_journal(path)
+    rows = {int(r["i"]): r for r in records if r.get("type") == "question" and r.get("row") == "full"}
     return config, rows
 
 
 def compare(dataset: str, base: Path, tuned: Path, *, partial: bool = False) -> dict:
     """Acc / EM / F1 / fallbacks of both runs on the first ``min(limit)`` questions of ``dataset``
     (``partial``: on those of them both runs finished, for runs stopped early)."""
-    bcfg, brows = read_journal(base)
-    tcfg, trows = read_journal(tuned)
+    bcfg, brows = full_rows(base)
+    tcfg, trows = full_rows(tuned)
     n = min(int(bcfg.get("n_questions") or len(brows)), int(tcfg.get("n_questions") or len(trows)))
     missing = [i for i in range(n) if i not in brows or i not in trows]
     if missing and not partial:

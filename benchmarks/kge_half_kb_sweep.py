@@ -30,6 +30,10 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "complex-512-reg0.05": {"dim": 512, "epochs": 200, "patience": 3, "reg": 0.05},
     "complex-1000-reg0.05": {"dim": 1000, "epochs": 200, "patience": 3, "reg": 0.05},
     "rotate-512-long": {"model": "rotate", "dim": 512, "epochs": 200, "patience": 3},
+    # 1-N: every entity a candidate (Lacroix et al. 2018's ComplEx-N3 recipe), no sampled negatives
+    "complex-256-reg0.05-1n": {"dim": 256, "epochs": 200, "patience": 3, "reg": 0.05, "full_softmax": True},
+    "complex-512-reg0.05-1n": {"dim": 512, "epochs": 200, "patience": 3, "reg": 0.05, "full_softmax": True},
+    "complex-512-reg0.1-1n": {"dim": 512, "epochs": 200, "patience": 3, "reg": 0.1, "full_softmax": True},
 }
 
 

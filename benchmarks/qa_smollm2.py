@@ -25,7 +25,7 @@ from typing import Any
 from kgrag_plugins.config import setup_offline_env
 from kgrag_plugins.eval.qa import available_systems, qa_markdown_table, run_qa_bench
 from kgrag_plugins.eval.qa_llm import resolve_llm
-from kgrag_plugins.eval.qa_run import PROMPTS_KEY, prompt_fingerprint
+from kgrag_plugins.eval.qa_run import PROMPTS_KEY, prompt_fingerprint, read_journal
 
 ROOT = Path(__file__).resolve().parents[1]
 #: What runs where: PopQA gets two LLM-free graph-free retrievers beside activation; the multi-hop
@@ -123,14 +123,12 @@ def _run(
 
 def _journal_prompts(journal: Path) -> str | None:
     """The prompt fingerprint in ``journal``'s header (``None``: no journal, or one from before
-    journals recorded it)."""
+    journals recorded it, or not a journal)."""
     if not journal.is_file():
         return None
-    with journal.open(encoding="utf-8") as fh:
-        first = fh.readline()
     try:
-        return (json.loads(first).get("config") or {}).get(PROMPTS_KEY)
-    except (json.JSONDecodeError, AttributeError):
+        return read_journal(journal)[0].get(PROMPTS_KEY)
+    except (ValueError, UnicodeDecodeError):
         return None
 
 

@@ -39,7 +39,10 @@ def _print_report(report: dict[str, Any], path: Path | None = None) -> None:
 
 
 def _cmd_kge(args: argparse.Namespace) -> int:
-    opts = {k: getattr(args, k) for k in ("model", "dim", "epochs", "lr", "threads") if getattr(args, k) is not None}
+    keys = ("model", "dim", "epochs", "lr", "threads", "reg", "batch_size", "device", "time_budget")
+    opts = {k: getattr(args, k) for k in keys if getattr(args, k) is not None}
+    if args.full_softmax:
+        opts["full_softmax"] = True
     if args.index is not None:
         from .train.kge import train_kge_index
 
@@ -380,6 +383,15 @@ def add_train_parser(sub: Any) -> None:
     k.add_argument("--dim", type=int, default=None, help="embedding size (real numbers per entity)")
     k.add_argument("--epochs", type=int, default=None, help="most epochs (early stopping on validation MRR)")
     k.add_argument("--lr", type=float, default=None, help="learning rate")
+    k.add_argument("--reg", type=float, default=None, help="N3 regularisation weight (ComplEx / DistMult)")
+    k.add_argument("--batch-size", type=int, default=None, help="queries per batch")
+    k.add_argument(
+        "--full-softmax",
+        action="store_true",
+        help="score every query against all entities (1-N) instead of sampled negatives",
+    )
+    k.add_argument("--device", default=None, help="torch device: cpu or cuda (default: cuda when torch sees one)")
+    k.add_argument("--time-budget", type=float, default=None, help="stop after the epoch that passes this many seconds")
     k.add_argument(
         "--threads", type=int, default=None, help="torch CPU threads (default: what the load average leaves idle)"
     )

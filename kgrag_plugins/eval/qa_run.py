@@ -45,6 +45,7 @@ __all__ = [
     "QARunAborted",
     "default_journal_path",
     "prompt_fingerprint",
+    "read_journal",
     "run_questions",
     "summarize_row",
 ]
@@ -136,6 +137,41 @@ def _limit_grows(old: dict[str, Any], new: dict[str, Any]) -> tuple[int, int] | 
     return a, b
 
 
+def _parse_journal(text: str, path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``(config, records)`` of a journal's text: the header's config with any ``extend`` line's
+    limit applied, and every line after the header. ``ValueError`` names a missing header or a
+    damaged line."""
+    lines = text.splitlines()
+    try:
+        header = json.loads(lines[0]) if lines else {}
+    except json.JSONDecodeError:
+        header = {}
+    if not isinstance(header, dict) or header.get("type") != "header":
+        raise ValueError(f"{path} is not a QA journal (no header line)")
+    config = dict(header.get("config") or {})
+    records = []
+    for n, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path} line {n} is damaged ({e})") from e
+    for rec in records:  # an earlier resume that raised --limit
+        if rec.get("type") == "extend":
+            config.update({k: rec[k] for k in _EXTENDABLE if k in rec})
+    return config, records
+
+
+def read_journal(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Read a QA journal without changing it: ``(config, records)``, where config is the header's
+    (with the limit of any later ``extend`` line) and records are the lines after the header
+    (``question``, ``row``, ``extend``). A torn last line (a kill mid-write) is ignored."""
+    path = Path(path)
+    data = path.read_bytes()
+    return _parse_journal(data[: data.rfind(b"\n") + 1].decode("utf-8"), path)
+
+
 class QAJournal:
     """An append-only JSON-lines journal of finished questions (see the module docstring);
     ``path=None`` keeps it in memory only. Appends are thread-safe."""
@@ -177,23 +213,10 @@ class QAJournal:
             with self.path.open("r+b") as fh:
                 fh.truncate(end)
             data = data[:end]
-        lines = data.decode("utf-8").splitlines()
         try:
-            header = json.loads(lines[0]) if lines else {}
-        except json.JSONDecodeError:
-            header = {}
-        if header.get("type") != "header":
-            raise ValueError(f"--resume: {self.path} is not a QA journal (no header line)")
-        old = dict(header.get("config") or {})
-        records = []
-        for n, line in enumerate(lines[1:], start=2):
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise ValueError(f"--resume: {self.path} line {n} is damaged ({e})") from e
-        for rec in records:  # an earlier resume that raised --limit
-            if rec.get("type") == "extend":
-                old.update({k: rec[k] for k in _EXTENDABLE if k in rec})
+            old, records = _parse_journal(data.decode("utf-8"), self.path)
+        except ValueError as e:
+            raise ValueError(f"--resume: {e}") from e
         mine = self.config
         extended = _limit_grows(old, mine)
         if extended:

@@ -73,6 +73,7 @@ DEFAULTS: dict[str, Any] = {
     "directions": "both",
     "in_batch": False,
     "logq": True,
+    "full_softmax": False,
 }
 
 
@@ -513,6 +514,7 @@ def train_kge(
     in_batch: bool = DEFAULTS["in_batch"],
     logq: bool = DEFAULTS["logq"],
     pool_below: int = 0,
+    full_softmax: bool = DEFAULTS["full_softmax"],
 ) -> tuple[KGEModel, dict[str, Any]]:
     """Train a KG embedding on ``triples`` (string triples, or a graph: :class:`TripleGraph`).
 
@@ -523,6 +525,7 @@ def train_kge(
         ``threads``: torch CPU threads while training (``"auto"``: :func:`auto_threads`; ``None``: torch's
         setting). ``pool_below``: relations with fewer (directed) training queries than this share mixed
     batches (:func:`~kgrag_plugins.models.kge_train.fit_embeddings`; 0: one relation per batch).
+    ``full_softmax``: score each query against every entity (1-N; ``negatives`` is then unused).
     ``time_budget``: stop after
         the epoch that passes this many seconds. Returns the model and a report (timings, history,
         validation MRR, sizes).
@@ -542,7 +545,7 @@ def train_kge(
                 negatives=negatives, type_negatives=type_negatives, reg=reg, valid_max=valid_max,
                 directions=directions, optimizer=optimizer, canonicalize=canonicalize,
                 min_relation_count=min_relation_count, entity_ids=entity_ids, time_budget=time_budget,
-                in_batch=in_batch, logq=logq, pool_below=pool_below, threads=None,
+                in_batch=in_batch, logq=logq, pool_below=pool_below, full_softmax=full_softmax, threads=None,
             )  # fmt: skip
         finally:
             torch.set_num_threads(old)
@@ -588,6 +591,7 @@ def train_kge(
         "in_batch": in_batch,
         "logq": logq,
         **({"pool_below": int(pool_below)} if pool_below else {}),
+        **({"full_softmax": True} if full_softmax else {}),
     }
     vmask = split_holdout(idx, valid_fraction, seed=seed, max_count=valid_max)
     train_idx, valid_idx = idx[~vmask], idx[vmask]
@@ -601,6 +605,7 @@ def train_kge(
     )  # fmt: skip
     report = {
         **{k: cfg[k] for k in ("model", "dim", "lr", "epochs", "batch_size", "negatives", "reg", "optimizer")},
+        "full_softmax": bool(full_softmax),
         **info,
         "device": device,
         "threads": torch.get_num_threads() if device == "cpu" else None,

@@ -7,7 +7,10 @@ softmax: the true tail against ``negatives`` shared samples, a share ``type_nega
 uniformly from the relation's tails in the training triples (type-consistent) and the rest
 uniformly from all entities; each logit is corrected by ``-log Q(e)``, its expected count under
 that mixture (``logq``), so the loss follows the full 1-N softmax; samples equal to the target are
-masked. ``in_batch=True`` is the first version (the batch's own tails as extra, uncorrected
+masked. ``full_softmax=True`` scores every query against all entities instead (the 1-N
+cross-entropy of Lacroix et al. 2018 that ComplEx-N3 is usually trained with; dense gradients, so
+dense Adagrad; no sampled negatives; meant for ComplEx / DistMult: RotatE's distance scores were
+not tuned for it). ``in_batch=True`` is the first version (the batch's own tails as extra, uncorrected
 negatives; measured worse, docs/kge.md). N3 regularisation for ComplEx / DistMult; Adagrad
 (sparse gradients) or SparseAdam. Early stopping on the filtered MRR of a validation split.
 """
@@ -81,13 +84,14 @@ def fit_embeddings(
         raise ValueError(f"{name} needs an even dim (real + imaginary halves), got {dim}")
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    ent = torch.nn.Embedding(n_ent, dim, sparse=True)
-    rel = torch.nn.Embedding(2 * n_rel, dim // 2 if name == "rotate" else dim, sparse=True)
+    full = bool(cfg.get("full_softmax", False))  # 1-N: every entity is a candidate, dense gradients
+    ent = torch.nn.Embedding(n_ent, dim, sparse=not full)
+    rel = torch.nn.Embedding(2 * n_rel, dim // 2 if name == "rotate" else dim, sparse=not full)
     _init(name, ent, rel, float(cfg.get("init", 1e-3)))
     ent, rel = ent.to(device), rel.to(device)
     params = list(ent.parameters()) + list(rel.parameters())
     if cfg.get("optimizer", "adagrad") == "adam":
-        opt: torch.optim.Optimizer = torch.optim.SparseAdam(params, lr=cfg["lr"])
+        opt: torch.optim.Optimizer = (torch.optim.Adam if full else torch.optim.SparseAdam)(params, lr=cfg["lr"])
     else:
         opt = torch.optim.Adagrad(params, lr=cfg["lr"])
     queries = both_directions(idx, n_rel)
@@ -134,7 +138,11 @@ def fit_embeddings(
             he = ent(h)
             re = rel(torch.as_tensor(q[:, 1], device=device)) if mixed else rel(torch.full_like(h, r))
             qv = compose(name, he, re)
-            if in_batch:  # candidates = the batch's tails + samples; same-head tails and duplicates masked
+            if full:  # candidates = every entity (1-N cross-entropy; the target's row is its own index)
+                te = ent(t)
+                logits = match_all(name, qv, ent.weight)
+                loss = F.cross_entropy(logits, t)
+            elif in_batch:  # candidates = the batch's tails + samples; same-head tails and duplicates masked
                 bad_in = (tn[None, :] == tn[:, None]) | (hn[None, :] == hn[:, None])
                 np.fill_diagonal(bad_in, False)
                 mask = torch.as_tensor(np.concatenate([bad_in, negs[None, :] == tn[:, None]], 1), device=device)

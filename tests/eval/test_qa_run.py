@@ -271,6 +271,28 @@ def test_resume_with_a_larger_limit_extends_the_run_and_keeps_its_answers(tmp_pa
         _bench(ScriptedQALLM(), systems, 3, journal=journal, resume=True)
 
 
+def test_read_journal_applies_extend_ignores_a_torn_line_and_changes_nothing(tmp_path):
+    journal = tmp_path / "j.jsonl"
+    systems = ["no-retrieval"]
+    _bench(ScriptedQALLM(), systems, 2, journal=journal)
+    _bench(ScriptedQALLM(), systems, 3, journal=journal, resume=True)
+    with journal.open("a", encoding="utf-8") as fh:
+        fh.write('{"type": "question", "row": "no-retr')  # a kill mid-write
+    before = journal.read_bytes()
+    config, records = qa_run.read_journal(journal)
+    assert journal.read_bytes() == before  # reading never truncates
+    assert config["limit"] == 3 and config["prompts"] == qa_run.prompt_fingerprint()
+    questions = [(r["row"], r["i"]) for r in records if r["type"] == "question"]
+    assert questions == [("no-retrieval", 0), ("no-retrieval", 1), ("no-retrieval", 2)]
+    assert [r["type"] for r in records].count("extend") == 1
+    (tmp_path / "bad.jsonl").write_text(before.decode().splitlines()[0] + "\n{oops\n")
+    with pytest.raises(ValueError, match="line 2 is damaged"):
+        qa_run.read_journal(tmp_path / "bad.jsonl")
+    (tmp_path / "other.jsonl").write_text("[1]\n")
+    with pytest.raises(ValueError, match="not a QA journal"):
+        qa_run.read_journal(tmp_path / "other.jsonl")
+
+
 def test_a_new_run_keeps_the_previous_journal(tmp_path):
     journal = tmp_path / "j.jsonl"
     _bench(ScriptedQALLM(), ["no-retrieval"], 1, journal=journal)

@@ -249,6 +249,23 @@ def test_pooled_batches_learn_rare_relations():
     assert "pool_below" not in m0.config  # curated default: one relation per batch, config unchanged
 
 
+@pytest.mark.parametrize("name", ["complex", "distmult"])
+def test_full_softmax_learns_with_dense_gradients(name):
+    """``full_softmax``: every entity is a candidate (1-N, the ComplEx-N3 recipe); the embeddings
+    train densely (no sampled negatives) and learn the toy KG; the option is in the model's config."""
+    tr = _toy_kg()
+    test = [t for i, t in enumerate(tr) if t[1] == "citizen_of" and i % 5 == 0][:25]
+    train = [t for t in tr if t not in set(test)]
+    m, rep = train_kge(
+        train, model=name, dim=16, epochs=25, batch_size=64, lr=0.1, progress=False, valid_fraction=0.0,
+        threads=1, seed=0, full_softmax=True,
+    )  # fmt: skip
+    assert m.config["full_softmax"] is True and rep["epochs_run"] == 25
+    rows = np.array([(m.entity_row(h), m.relation_row(r), m.entity_row(t)) for h, r, t in test])
+    allrows = np.array([(m.entity_row(h), m.relation_row(r), m.entity_row(t)) for h, r, t in tr])
+    assert m.evaluate(rows, KnownTails(allrows, m.num_entities, m.num_relations))["mrr"] > 0.6
+
+
 def test_training_with_validation_keeps_the_best_epoch():
     m, rep = train_kge(
         _toy_kg(), model="rotate", dim=8, epochs=4, batch_size=64, negatives=16, progress=False,

@@ -45,6 +45,15 @@ def test_cli_train_kge_on_an_index(tmp_path, capsys):
         assert model is not None and model.dim == 8 and model.model_name == "complex"
 
 
+def test_cli_train_kge_passes_the_training_options(tmp_path, capsys):
+    idx_dir = _saved_index(tmp_path)
+    opts = ["--full-softmax", "--reg", "0.05", "--batch-size", "32", "--device", "cpu", "--time-budget", "600"]
+    assert main(["train", "kge", "--index", str(idx_dir), *TINY, *opts]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["full_softmax"] is True and printed["reg"] == 0.05 and printed["batch_size"] == 32
+    assert printed["device"] == "cpu" and printed["epochs_run"] == 2
+
+
 def test_cli_train_kge_errors(tmp_path, capsys):
     rc = main(
         ["train", "kge", "--dataset", "metaqa", "--data-dir", str(tmp_path / "nope"), "--out", str(tmp_path / "o")]
