@@ -62,7 +62,8 @@ PROSE_RERUN = {"dataset": "popqa", "limit": 30, "systems": ["ka-only", "full", "
 #: The vanilla RAG rows again after ``write_note``'s schema began to require a content word of the
 #: question within the note's first words (``kg_infused.prompts.note_schema``): SmolLM2-135M had
 #: written 3-9 % of its MuSiQue notes as pure preamble that the validator rejects. Own journals
-#: (``qa-smollm2-DATASET-note``); ``--note-rerun`` runs them on ``--note-datasets`` (default MuSiQue, the worst set).
+#: (``qa-smollm2-DATASET-note``); ``--note-rerun`` runs them on ``--note-datasets`` (default MuSiQue, the worst set);
+#: ``--note-systems`` limits a dataset to some of them (2Wiki: only the rows whose notes were constrained before).
 NOTE_RERUN = {
     "datasets": ["musique"],
     "systems": ["vanilla-rag", "vanilla-rag:activation", *KG_RETRIEVER_SYSTEMS],
@@ -130,6 +131,24 @@ def _journal_prompts(journal: Path) -> str | None:
         return read_journal(journal)[0].get(PROMPTS_KEY)
     except (ValueError, UnicodeDecodeError):
         return None
+
+
+def note_systems(spec: str | None) -> dict[str, list[str]]:
+    """``--note-systems``: ``"2wikimultihopqa=vanilla-rag:frag+vanilla-rag:translator;..."`` ->
+    ``{dataset: rows}``; each row must be one of :data:`NOTE_RERUN`'s."""
+    out: dict[str, list[str]] = {}
+    for part in (spec or "").split(";"):
+        if not part.strip():
+            continue
+        ds, sep, rows = part.partition("=")
+        names = [r.strip() for r in rows.split("+") if r.strip()]
+        bad = [r for r in names if r not in NOTE_RERUN["systems"]]
+        if not sep or not ds.strip() or not names or bad:
+            raise ValueError(
+                f"--note-systems: {part!r} is not DATASET=ROW+ROW with rows among {', '.join(NOTE_RERUN['systems'])}"
+            )
+        out[ds.strip()] = names
+    return out
 
 
 def _merged(main: dict[str, Any], extra: dict[str, Any] | None) -> dict[str, Any]:
@@ -450,6 +469,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kg-datasets", default=None, help="with --kg-retrievers: only these datasets (default: all)")
     ap.add_argument("--note-rerun", action="store_true", help="also rerun NOTE_RERUN (the note schema)")
     ap.add_argument("--note-datasets", default=",".join(NOTE_RERUN["datasets"]), help="with --note-rerun")
+    ap.add_argument(
+        "--note-systems",
+        default=None,
+        help="with --note-rerun: DATASET=SYSTEM+SYSTEM;... runs only those rows there (default: every NOTE_RERUN row)",
+    )
     ap.add_argument("--out-dir", type=Path, default=ROOT / "docs" / "benchmarks" / "qa")
     ap.add_argument("--page", type=Path, default=ROOT / "docs" / "qa-smollm2.md")
     ap.add_argument("--quiet", action="store_true")
@@ -497,9 +521,10 @@ def main(argv: list[str] | None = None) -> int:
                 desc, args, concurrency=args.concurrency, passage_chars=rb["passage_chars"],
             )  # fmt: skip
         if args.note_rerun:
+            only = note_systems(args.note_systems)
             for ds in [d.strip() for d in args.note_datasets.split(",") if d.strip()]:
                 note[ds] = _run(
-                    f"qa-smollm2-{ds}-note", ds, list(NOTE_RERUN["systems"]), llm, desc, args,
+                    f"qa-smollm2-{ds}-note", ds, only.get(ds, list(NOTE_RERUN["systems"])), llm, desc, args,
                     concurrency=args.concurrency,
                 )  # fmt: skip
     finally:

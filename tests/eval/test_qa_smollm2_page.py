@@ -3,6 +3,7 @@ comparison, and their fallbacks count like any other run's."""
 
 from __future__ import annotations
 
+import pytest
 from conftest import load_script
 
 page = load_script("benchmarks/qa_smollm2.py")
@@ -190,3 +191,12 @@ def test_the_page_has_the_note_rerun_section(tmp_path):
     text = out.read_text()
     assert "## musique with the note schema naming the question" in text
     assert "`vanilla-rag` `write_note` valid 10/10 (100%)" in text
+
+
+def test_note_systems_picks_rows_per_dataset_and_rejects_others():
+    got = page.note_systems("2wikimultihopqa=vanilla-rag:frag+vanilla-rag:translator; hotpotqa=vanilla-rag")
+    assert got == {"2wikimultihopqa": ["vanilla-rag:frag", "vanilla-rag:translator"], "hotpotqa": ["vanilla-rag"]}
+    assert page.note_systems(None) == {} and page.note_systems("") == {}
+    for bad in ("2wikimultihopqa", "2wikimultihopqa=", "=vanilla-rag", "popqa=full"):
+        with pytest.raises(ValueError, match="--note-systems"):
+            page.note_systems(bad)
