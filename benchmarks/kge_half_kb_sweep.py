@@ -27,6 +27,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "default-5ep": {"epochs": 5},
     "complex-256-long": {"epochs": 200, "patience": 3},
     "complex-512-long": {"dim": 512, "epochs": 200, "patience": 3},
+    "complex-256-reg0.05": {"epochs": 200, "patience": 3, "reg": 0.05},
     "complex-512-reg0.05": {"dim": 512, "epochs": 200, "patience": 3, "reg": 0.05},
     "complex-1000-reg0.05": {"dim": 1000, "epochs": 200, "patience": 3, "reg": 0.05},
     "rotate-512-long": {"model": "rotate", "dim": 512, "epochs": 200, "patience": 3},
@@ -50,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--budget", type=float, default=60.0, help="wall seconds per configuration")
     ap.add_argument("--device", default=None, help="cuda / cpu (default: cuda when available)")
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: train_kge's auto)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -65,13 +67,15 @@ def main(argv: list[str] | None = None) -> int:
         "gpu": torch.cuda.get_device_name(0) if device == "cuda" else None,
         "torch": torch.__version__,
         "budget_seconds": args.budget,
+        "threads": args.threads,
         "load_seconds": round(time.perf_counter() - t0, 1),
         "runs": {},
     }
     for name in [c.strip() for c in args.configs.split(",") if c.strip()]:
         cfg = CONFIGS[name]
         t = time.perf_counter()
-        _, rep = train_kge(triples, device=device, progress=False, time_budget=args.budget, **cfg)
+        threads = args.threads if args.threads is not None else "auto"
+        _, rep = train_kge(triples, device=device, progress=False, time_budget=args.budget, threads=threads, **cfg)
         hist = rep.get("history", [])
         report["runs"][name] = {
             "config": cfg,

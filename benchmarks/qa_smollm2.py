@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 from pathlib import Path
@@ -26,6 +27,7 @@ from kgrag_plugins.config import setup_offline_env
 from kgrag_plugins.eval.qa import available_systems, qa_markdown_table, run_qa_bench
 from kgrag_plugins.eval.qa_llm import resolve_llm
 from kgrag_plugins.eval.qa_run import PROMPTS_KEY, prompt_fingerprint, read_journal
+from kgrag_plugins.methods.kg_infused.prompts import NOTE_MENTION_WITHIN
 
 ROOT = Path(__file__).resolve().parents[1]
 #: What runs where: PopQA gets two LLM-free graph-free retrievers beside activation; the multi-hop
@@ -65,9 +67,13 @@ PROSE_RERUN = {"dataset": "popqa", "limit": 30, "systems": ["ka-only", "full", "
 #: (``qa-smollm2-DATASET-note``); ``--note-rerun`` runs them on ``--note-datasets`` (default MuSiQue, the worst set);
 #: ``--note-systems`` limits a dataset to some of them (2Wiki: only the rows whose notes were constrained before).
 NOTE_RERUN = {
+    "journal": "note-w10",  # qa-smollm2-DATASET-note-w10: the note may open with up to 10 words
     "datasets": ["musique"],
     "systems": ["vanilla-rag", "vanilla-rag:activation", *KG_RETRIEVER_SYSTEMS],
 }
+#: The first note-schema runs (``qa-smollm2-DATASET-note``): the question named within the note's first
+#: 5 words. Read back from their reports (their prompts are not today's), shown beside the current runs.
+FIRST_NOTE = {"journal": "note", "within": 4}
 #: The reader's passage budget: the vanilla RAG rows of PopQA again with each passage a prompt shows
 #: cut to ``passage_chars`` characters (head and tail around a marker; ``--passage-chars``, default
 #: 4,000). Activation's top 6 on PopQA are long pages, so its prompts are the longest of the main run;
@@ -170,6 +176,32 @@ def _rate(stats: dict[str, Any] | None) -> str:
     return f"{stats['valid']}/{stats['replies']} ({stats['valid'] / stats['replies']:.0%})"
 
 
+def _row_run(row: str, main: dict[str, Any] | None, kg: dict[str, Any] | None) -> dict[str, Any]:
+    """The run (main or KG-retriever) whose report holds ``row``."""
+    return kg if kg and row in kg.get("results", {}) else (main or {})
+
+
+def paired_change(before: dict[str, Any], after: dict[str, Any], row: str, journal_dir: Path | None) -> str:
+    """``"; paired: W better, L worse (sign p P)"``: ``row``'s per-question Acc in ``after``'s journal
+    against ``before``'s on the questions both finished (two-sided sign test); ``""`` when a journal
+    is missing."""
+    if journal_dir is None:
+        return ""
+    got = []
+    for rep in (before, after):
+        path = journal_dir / Path(str(rep.get("journal", ""))).name
+        if not rep.get("journal") or not path.is_file():
+            return ""
+        recs = read_journal(path)[1]
+        got.append({r["i"]: r["scores"]["acc"] for r in recs if r.get("type") == "question" and r["row"] == row})
+    ids = set(got[0]) & set(got[1])
+    better = sum(got[1][i] > got[0][i] for i in ids)
+    worse = sum(got[1][i] < got[0][i] for i in ids)
+    n, k = better + worse, min(better, worse)
+    p = min(1.0, 2 * sum(math.comb(n, j) for j in range(k + 1)) / 2**n) if n else 1.0
+    return f"; paired: {better} better, {worse} worse (sign p {p:.3f})"
+
+
 def valid_rate_lines(reports: list[dict[str, Any] | None], floor: float = 0.98) -> list[str]:
     """Issue 30's "valid-reply rate >= 98 % on every structured step with constraints on": per step,
     the lowest valid share over the rows whose replies of that step were all constrained."""
@@ -198,14 +230,22 @@ def summary_lines(
     kg: dict[str, dict[str, Any]] | None = None,
     budget: dict[str, Any] | None = None,
     note: dict[str, dict[str, Any]] | None = None,
+    note_first: dict[str, dict[str, Any]] | None = None,
+    journal_dir: Path | None = None,
 ) -> list[str]:
     """The acceptance checks of issue 30, each with the numbers it reads (``kg``: the
     :data:`KG_RETRIEVER_SYSTEMS` runs per dataset, compared with the same dataset's main run;
     ``budget``: the :data:`READER_BUDGET` run; ``note``: the :data:`NOTE_RERUN` runs per dataset,
-    whose rows supersede the same rows of the main and KG-retriever runs in the valid-reply check)."""
+    whose rows supersede the same rows of the main and KG-retriever runs, and ``note_first``'s
+    (:data:`FIRST_NOTE`) in turn, in the valid-reply check and the Acc comparisons; ``journal_dir``:
+    where the journals are, for the paired per-question changes)."""
     lines: list[str] = []
     main_reports, kg_runs = reports, kg or {}
     reports = {ds: _merged(rep, kg_runs.get(ds)) for ds, rep in reports.items()}
+    earlier = reports  # each row's run before the note schema
+    reports = {
+        ds: _merged(_merged(rep, (note_first or {}).get(ds)), (note or {}).get(ds)) for ds, rep in reports.items()
+    }
     pop = reports.get("popqa")
     if pop:
         dense, act = _acc(pop, "vanilla-rag"), _acc(pop, "vanilla-rag:activation")
@@ -252,6 +292,8 @@ def summary_lines(
         runs[f"{PROSE_RERUN['dataset']} (prose schemas)"] = prose
     if budget:
         runs[f"{READER_BUDGET['dataset']} (passages cut to {READER_BUDGET['passage_chars']})"] = budget
+    runs.update({f"{ds} (first note schema)": rep for ds, rep in (note_first or {}).items()})
+    runs.update({f"{ds} (note schema)": rep for ds, rep in (note or {}).items()})
     not_measured = [
         f"{ds}/{s} ({100 * r['fallback_share']:.0f} %)"
         for ds, rep in runs.items()
@@ -266,23 +308,38 @@ def summary_lines(
                 f"- {PROSE_RERUN['dataset']} with prose schemas: `{s}` Acc {r['acc']:.2f}, "
                 f"fallbacks {r['fallbacks']}{before}."
             )
-    note_runs = note or {}
-    for ds, rep in note_runs.items():
-        before = reports.get(ds, {}).get("results", {})
-        for s, r in rep["results"].items():
-            st = (r.get("reply_stats") or {}).get("write_note")
-            old_st = (before.get(s, {}).get("reply_stats") or {}).get("write_note")
-            was = f" (before: {_rate(old_st)}, Acc {before[s]['acc']:.2f})" if s in before else ""
-            lines.append(
-                f"- {ds} with the note schema naming the question: `{s}` `write_note` valid {_rate(st)}, "
-                f"Acc {r['acc']:.2f}, fallbacks {r['fallbacks']}{was}."
-            )
-    superseded_rows = {(ds, s) for ds, rep in note_runs.items() for s in rep["results"]}
+    note_runs, first_runs = note or {}, note_first or {}
+    for label, runs_ in (("first note schema (the question named within 5 words)", first_runs),
+                         ("with the note schema naming the question", note_runs)):  # fmt: skip
+        for ds, rep in runs_.items():
+            src = earlier.get(ds, {})
+            before = src.get("results", {})
+            for s, r in rep["results"].items():
+                st = (r.get("reply_stats") or {}).get("write_note")
+                old_st = (before.get(s, {}).get("reply_stats") or {}).get("write_note")
+                was = ""
+                if s in before:
+                    pair = paired_change(_row_run(s, main_reports.get(ds), kg_runs.get(ds)), rep, s, journal_dir)
+                    was = f" (before: {_rate(old_st)}, Acc {before[s]['acc']:.2f}{pair})"
+                lines.append(
+                    f"- {ds} {label}: `{s}` `write_note` valid {_rate(st)}, Acc {r['acc']:.2f}, "
+                    f"fallbacks {r['fallbacks']}{was}."
+                )
+    superseded_rows = {
+        (ds, s) for runs_ in (note_runs, first_runs) for ds, rep in runs_.items() for s in rep["results"]
+    }
     current = [
         {**rep, "results": {s: r for s, r in rep["results"].items() if (ds, s) not in superseded_rows}}
-        for ds, rep in reports.items()
+        for ds, rep in earlier.items()
     ]
-    lines += valid_rate_lines([*current, *note_runs.values(), every, prose, budget])
+    latest = [
+        {
+            **rep,
+            "results": {s: r for s, r in rep["results"].items() if s not in note_runs.get(ds, {}).get("results", {})},
+        }
+        for ds, rep in first_runs.items()
+    ]
+    lines += valid_rate_lines([*current, *latest, *note_runs.values(), every, prose, budget])
     lines.append(
         "- Fallback share over 5 % (not measured): " + (", ".join(not_measured) if not_measured else "none") + "."
     )
@@ -341,6 +398,8 @@ def write_page(
     kg: dict[str, dict[str, Any]] | None = None,
     budget: dict[str, Any] | None = None,
     note: dict[str, dict[str, Any]] | None = None,
+    note_first: dict[str, dict[str, Any]] | None = None,
+    journal_dir: Path | None = None,
 ) -> None:
     parts = [
         "# Answer quality with a real reader: SmolLM2-135M-Instruct (issue 30)",
@@ -359,7 +418,7 @@ def write_page(
         "",
         "## Summary",
         "",
-        *summary_lines(reports, throughput, every, prose, kg, budget, note),
+        *summary_lines(reports, throughput, every, prose, kg, budget, note, note_first, journal_dir),
         "",
     ]
 
@@ -426,22 +485,31 @@ def write_page(
             qa_markdown_table(prose),
             "",
         ]
-    for ds, rep in (note or {}).items():
-        parts += [
-            f"## {ds} with the note schema naming the question",
-            "",
-            "The vanilla RAG rows again, on the same questions, after `write_note`'s schema began to require "
-            "one of the question's content words within its first five words (`kg_infused.prompts.note_schema`: "
-            "one paragraph, as above, that opens on the question's subject). Before it, SmolLM2-135M "
-            "wrote some notes as pure preamble "
+    within = NOTE_MENTION_WITHIN + 1
+    for title, runs_, text in (
+        (
+            "with the first note schema (the question within 5 words)",
+            note_first or {},
+            "The vanilla RAG rows again, on the same questions, after `write_note`'s schema began to require one "
+            "of the question's content words within the note's first five words. Before it, SmolLM2-135M wrote "
+            "some notes as pure preamble "
             '("The note contains all the original text information useful for answering the question:") '
-            "that the validator rejects. These rows supersede the same rows above in the valid-reply check.",
-            "",
-            provenance(rep),
-            "",
-            qa_markdown_table(rep),
-            "",
-        ]
+            'that the validator rejects. It stopped those, but it also bent ordinary openings ("The document '
+            'contains information about X" came out as "The document contains information, X, ..."); the '
+            "summary gives the paired per-question changes. Run under earlier prompts: read back from its report.",
+        ),
+        (
+            "with the note schema naming the question",
+            note or {},
+            f"The vanilla RAG rows again, on the same questions, with today's `write_note` schema: one paragraph "
+            f"that names one of the question's content words within its first {within} words "
+            "(`kg_infused.prompts.note_schema`, `NOTE_MENTION_WITHIN`), so ordinary openings pass and pure "
+            "preamble still cannot. These rows supersede the same rows above in the valid-reply check and "
+            "the Acc comparisons of the summary.",
+        ),
+    ):
+        for ds, rep in runs_.items():
+            parts += [f"## {ds} {title}", "", text, "", provenance(rep), "", qa_markdown_table(rep), ""]
     if budget:
         parts += budget_section(budget, reports.get(READER_BUDGET["dataset"]), (kg or {}).get(READER_BUDGET["dataset"]))
         parts += [provenance(budget), "", qa_markdown_table(budget), ""]
@@ -524,15 +592,23 @@ def main(argv: list[str] | None = None) -> int:
             only = note_systems(args.note_systems)
             for ds in [d.strip() for d in args.note_datasets.split(",") if d.strip()]:
                 note[ds] = _run(
-                    f"qa-smollm2-{ds}-note", ds, only.get(ds, list(NOTE_RERUN["systems"])), llm, desc, args,
+                    f"qa-smollm2-{ds}-{NOTE_RERUN['journal']}", ds, only.get(ds, list(NOTE_RERUN["systems"])), llm,
+                    desc, args,
                     concurrency=args.concurrency,
                 )  # fmt: skip
+        note_first = {}
+        if args.note_rerun:  # the first note-schema runs: read back, never rerun
+            for path in sorted(args.out_dir.glob(f"qa-smollm2-*-{FIRST_NOTE['journal']}.json")):
+                ds = path.name[len("qa-smollm2-") : -len(f"-{FIRST_NOTE['journal']}.json")]
+                rep = json.loads(path.read_text(encoding="utf-8"))
+                fp = _journal_prompts(path.with_name(path.name[: -len(".json")] + ".journal.jsonl"))
+                note_first[ds] = {**rep, "earlier_prompts": fp or "unknown"}
     finally:
         close()
     emb = os.environ.get("KGRAG_EMBEDDER")  # the index embedder is part of what was measured
     cmd = (f"KGRAG_EMBEDDER={emb} " if emb else "") + "KGRAG_DATA_DIR=../shared/data python benchmarks/qa_smollm2.py "
     cmd += " ".join(argv or sys.argv[1:])
-    write_page(args.page, reports, throughput, cmd.strip(), every, prose, kg, budget, note)
+    write_page(args.page, reports, throughput, cmd.strip(), every, prose, kg, budget, note, note_first, args.out_dir)
     logger.info("wrote %s", args.page)
     return 0
 

@@ -200,3 +200,37 @@ def test_note_systems_picks_rows_per_dataset_and_rejects_others():
     for bad in ("2wikimultihopqa", "2wikimultihopqa=", "=vanilla-rag", "popqa=full"):
         with pytest.raises(ValueError, match="--note-systems"):
             page.note_systems(bad)
+
+
+def test_first_note_runs_are_superseded_by_the_current_and_paired_per_question(tmp_path):
+    """The first note-schema run (``note_first``) supersedes the main run's row and today's note run
+    supersedes it, in the valid-reply check and the PopQA comparison; each is paired per question
+    against the run before the note schema (two-sided sign test on the questions that changed)."""
+    import json
+
+    def journal(name, accs):
+        lines = [{"type": "header", "version": 1, "config": {}}]
+        lines += [{"type": "question", "row": "vanilla-rag", "i": i, "scores": {"acc": a}} for i, a in enumerate(accs)]
+        (tmp_path / name).write_text("".join(json.dumps(x) + "\n" for x in lines))
+        return str(tmp_path / name)
+
+    def run(name, acc, valid, accs):
+        stats = {"write_note": {"replies": 100, "valid": valid, "constrained": 100}}
+        row = {"acc": acc, "measured": True, "fallback_share": 0.0, "fallbacks": 0, "reply_stats": stats}
+        return {"dataset": "popqa", "journal": journal(name, accs), "results": {"vanilla-rag": row}}
+
+    before = run("main.jsonl", 0.40, 100, [1] * 8 + [0] * 2)
+    before["results"]["vanilla-rag:activation"] = {**before["results"]["vanilla-rag"], "acc": 0.50}
+    first = run("first.jsonl", 0.35, 95, [0] * 8 + [1] * 2)  # 2 better, 8 worse
+    now = run("now.jsonl", 0.41, 100, [1] * 10)  # 2 better, 0 worse
+    lines = "\n".join(
+        page.summary_lines({"popqa": before}, None, note={"popqa": now}, note_first={"popqa": first},
+                           journal_dir=tmp_path)  # fmt: skip
+    )
+    assert "first note schema (the question named within 5 words): `vanilla-rag` `write_note` valid 95/100" in lines
+    assert "paired: 2 better, 8 worse (sign p 0.109)" in lines  # 2 * P(X <= 2), X ~ Bin(10, 1/2)
+    assert "paired: 2 better, 0 worse (sign p 0.500)" in lines
+    assert "1 of 1 steps at least 98% in every row." in lines  # first's 95 % is superseded by now's row
+    assert "`vanilla-rag:activation` Acc 0.50 vs `vanilla-rag` (dense) 0.41" in lines  # today's row
+    without = "\n".join(page.summary_lines({"popqa": before}, None, note_first={"popqa": first}))
+    assert "below: `write_note` 95% (popqa `vanilla-rag`)" in without and "paired" not in without

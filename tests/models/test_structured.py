@@ -211,7 +211,8 @@ def test_note_schema_refuses_preambles_and_takes_mentions() -> None:
         "The document contains information about the location of the location of",
         "Greenland is large.",  # "green" is a whole-word stem: "Greenland" is another word
         "The note is:\nThe Green performer",
-        "According to the five passages, the spouse",  # the question named only after 5 words
+        # the question named only after 11 words (NOTE_MENTION_WITHIN = 10)
+        "According to the five passages given above and the notes below, the spouse",
         "The note: ““““““ Green",  # at most 3 non-word characters between opening words
         "The Green performer: “Brand (play)”””””””",  # at most 4 after the mention
     ]:
@@ -222,6 +223,7 @@ def test_note_schema_refuses_preambles_and_takes_mentions() -> None:
         "Green.",
         "Performers' spouses are listed.",
         "The Green performer (1998), “Ann”.",
+        "The document contains information about the Green performer.",  # an ordinary opening
     ]:
         assert re.fullmatch(rx, good), good
         assert check_text(good, context=q)

@@ -292,8 +292,11 @@ PROSE_SCHEMAS: dict[str, OutputSchema] = {
 }
 
 
-#: How many words a note may open with before it names the question (:func:`note_schema`).
-NOTE_MENTION_WITHIN = 4
+#: How many words a note may open with before it names the question (:func:`note_schema`). 4 at
+#: first: that stopped the preamble notes but bent ordinary openings ("The document contains
+#: information about Edwin Wallock" became "The document contains information, Edwin Wallock, ...")
+#: and cost PopQA answers (docs/qa-smollm2.md); 10 leaves such openings alone.
+NOTE_MENTION_WITHIN = 10
 
 
 def note_schema(question: str) -> OutputSchema:
