@@ -224,8 +224,9 @@ def test_first_note_runs_are_superseded_by_the_current_and_paired_per_question(t
     first = run("first.jsonl", 0.35, 95, [0] * 8 + [1] * 2)  # 2 better, 8 worse
     now = run("now.jsonl", 0.41, 100, [1] * 10)  # 2 better, 0 worse
     lines = "\n".join(
-        page.summary_lines({"popqa": before}, None, note={"popqa": now}, note_first={"popqa": first},
-                           journal_dir=tmp_path)  # fmt: skip
+        page.summary_lines(
+            {"popqa": before}, None, note={"popqa": now}, note_first={"popqa": first}, journal_dir=tmp_path
+        )  # fmt: skip
     )
     assert "first note schema (the question named within 5 words): `vanilla-rag` `write_note` valid 95/100" in lines
     assert "paired: 2 better, 8 worse (sign p 0.109)" in lines  # 2 * P(X <= 2), X ~ Bin(10, 1/2)
