@@ -112,7 +112,7 @@ def _run(
     earlier = _journal_prompts(journal)
     if earlier is not None and earlier != prompt_fingerprint() and out.is_file():
         logger.info("%s: run under earlier prompts (%s); reading its report %s", journal.name, earlier, out.name)
-        return {**json.loads(out.read_text(encoding="utf-8")), "earlier_prompts": earlier}
+        return _read_back(args.out_dir, name, earlier)
     return run_qa_bench(
         dataset,
         systems,
@@ -126,6 +126,15 @@ def _run(
         llm_options={k: v for k, v in (("model", args.llm_model), ("deadline", args.llm_deadline)) if v is not None},
         **kw,
     )
+
+
+def _read_back(out_dir: Path, name: str, prompts: str | None = None) -> dict[str, Any]:
+    """The report ``OUT_DIR/NAME.json`` an earlier run wrote, marked with its journal's prompt
+    fingerprint ``prompts`` (``earlier_prompts``; read from the journal when not given, ``"unknown"``
+    when it records none)."""
+    report = json.loads((out_dir / f"{name}.json").read_text(encoding="utf-8"))
+    prompts = prompts or _journal_prompts(out_dir / f"{name}.journal.jsonl")
+    return {**report, "earlier_prompts": prompts or "unknown"}
 
 
 def _journal_prompts(journal: Path) -> str | None:
@@ -309,11 +318,11 @@ def summary_lines(
                 f"fallbacks {r['fallbacks']}{before}."
             )
     note_runs, first_runs = note or {}, note_first or {}
-    for label, runs_ in (("first note schema (the question named within 5 words)", first_runs),
+    first_words = FIRST_NOTE["within"] + 1
+    for label, runs_ in ((f"first note schema (the question named within {first_words} words)", first_runs),
                          ("with the note schema naming the question", note_runs)):  # fmt: skip
         for ds, rep in runs_.items():
-            src = earlier.get(ds, {})
-            before = src.get("results", {})
+            before = earlier.get(ds, {}).get("results", {})
             for s, r in rep["results"].items():
                 st = (r.get("reply_stats") or {}).get("write_note")
                 old_st = (before.get(s, {}).get("reply_stats") or {}).get("write_note")
@@ -487,14 +496,14 @@ def write_page(
             qa_markdown_table(prose),
             "",
         ]
-    within = NOTE_MENTION_WITHIN + 1
+    within, first_within = NOTE_MENTION_WITHIN + 1, FIRST_NOTE["within"] + 1
     for title, runs_, text in (
         (
-            "with the first note schema (the question within 5 words)",
+            f"with the first note schema (the question within {first_within} words)",
             note_first or {},
             "The vanilla RAG rows again, on the same questions, after `write_note`'s schema began to require one "
-            "of the question's content words within the note's first five words. Before it, SmolLM2-135M wrote "
-            "some notes as pure preamble "
+            f"of the question's content words within the note's first {first_within} words. Before it, SmolLM2-135M "
+            "wrote some notes as pure preamble "
             '("The note contains all the original text information useful for answering the question:") '
             'that the validator rejects. It stopped those, but it also bent ordinary openings ("The document '
             'contains information about X" came out as "The document contains information, X, ..."); the '
@@ -556,6 +565,7 @@ def main(argv: list[str] | None = None) -> int:
     reports: dict[str, dict[str, Any]] = {}
     kg: dict[str, dict[str, Any]] = {}
     note: dict[str, dict[str, Any]] = {}
+    note_first: dict[str, dict[str, Any]] = {}
     throughput = every = prose = budget = None
     try:
         for ds in [d.strip() for d in args.datasets.split(",") if d.strip()]:
@@ -598,13 +608,9 @@ def main(argv: list[str] | None = None) -> int:
                     desc, args,
                     concurrency=args.concurrency,
                 )  # fmt: skip
-        note_first = {}
-        if args.note_rerun:  # the first note-schema runs: read back, never rerun
             for path in sorted(args.out_dir.glob(f"qa-smollm2-*-{FIRST_NOTE['journal']}.json")):
                 ds = path.name[len("qa-smollm2-") : -len(f"-{FIRST_NOTE['journal']}.json")]
-                rep = json.loads(path.read_text(encoding="utf-8"))
-                fp = _journal_prompts(path.with_name(path.name[: -len(".json")] + ".journal.jsonl"))
-                note_first[ds] = {**rep, "earlier_prompts": fp or "unknown"}
+                note_first[ds] = _read_back(args.out_dir, path.stem)  # the first note runs: never rerun
     finally:
         close()
     emb = os.environ.get("KGRAG_EMBEDDER")  # the index embedder is part of what was measured
