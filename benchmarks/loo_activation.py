@@ -82,6 +82,9 @@ GRID: dict[str, dict[str, Any]] = {
     "no-bm25-chain-second-0.2": {"bm25_seeds": 0, "bridge_promote": 0.2, "chain_check": True},
     "no-bm25-chain-second-always": {"bm25_seeds": 0, "bridge_promote": 2.0, "chain_check": True},
     "bm25-mass-0.1-chain-second-always": {"bm25_mass": 0.1, "bridge_promote": 2.0, "chain_check": True},
+    # issue 36 (cost follows the sources, not the graph): residual push below PUSH_MIN_NODES too
+    "push": {"spreading": "push"},
+    "power": {"spreading": "power"},
 }
 
 log = logging.getLogger("loo_activation")

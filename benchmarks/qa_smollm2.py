@@ -77,12 +77,17 @@ FIRST_NOTE = {"journal": "note", "within": 4}
 #: The reader's passage budget: the vanilla RAG rows of PopQA again with each passage a prompt shows
 #: cut to ``passage_chars`` characters (head and tail around a marker; ``--passage-chars``, default
 #: 4,000). Activation's top 6 on PopQA are long pages, so its prompts are the longest of the main run;
-#: a 135M reader loses the answer in them. Its own journal; ``--reader-budget`` runs it.
+#: a 135M reader loses the answer in them. Its own journal (``qa-smollm2-popqa-JOURNAL``, made under
+#: today's note schema); ``--reader-budget`` runs it.
 READER_BUDGET = {
     "dataset": "popqa",
+    "journal": "chars1000-w10",
     "passage_chars": 1000,
     "systems": ["vanilla-rag", "vanilla-rag:activation", "vanilla-rag:hybrid", *KG_RETRIEVER_SYSTEMS],
 }
+#: The first budget run (``qa-smollm2-popqa-chars1000``), made under the paragraph note schema:
+#: read back from its report, shown beside the current one.
+FIRST_BUDGET = {"journal": "chars1000"}
 #: The throughput comparison: one system at concurrency 1 and 8 in the same run.
 THROUGHPUT = {"dataset": "popqa", "system": "vanilla-rag", "limit": 32, "levels": [1, 8]}
 KG_PLUGINS = (
@@ -173,6 +178,13 @@ def _merged(main: dict[str, Any], extra: dict[str, Any] | None) -> dict[str, Any
     return {**main, "results": {**main["results"], **extra["results"]}}
 
 
+def _without(report: dict[str, Any] | None, newer: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``report`` less the rows ``newer`` reran."""
+    if not report or not newer:
+        return report
+    return {**report, "results": {s: r for s, r in report["results"].items() if s not in newer["results"]}}
+
+
 def _acc(report: dict[str, Any], system: str) -> float | None:
     r = report["results"].get(system)
     return None if r is None else r["acc"]
@@ -241,10 +253,12 @@ def summary_lines(
     note: dict[str, dict[str, Any]] | None = None,
     note_first: dict[str, dict[str, Any]] | None = None,
     journal_dir: Path | None = None,
+    budget_first: dict[str, Any] | None = None,
 ) -> list[str]:
     """The acceptance checks of issue 30, each with the numbers it reads (``kg``: the
     :data:`KG_RETRIEVER_SYSTEMS` runs per dataset, compared with the same dataset's main run;
-    ``budget``: the :data:`READER_BUDGET` run; ``note``: the :data:`NOTE_RERUN` runs per dataset,
+    ``budget``: the :data:`READER_BUDGET` run, ``budget_first`` the :data:`FIRST_BUDGET` one (its rows
+    superseded by ``budget``'s); ``note``: the :data:`NOTE_RERUN` runs per dataset,
     whose rows supersede the same rows of the main and KG-retriever runs, and ``note_first``'s
     (:data:`FIRST_NOTE`) in turn, in the valid-reply check and the Acc comparisons; ``journal_dir``:
     where the journals are, for the paired per-question changes)."""
@@ -265,14 +279,15 @@ def summary_lines(
                 f"- PopQA: `vanilla-rag:activation` Acc {act:.2f} vs `vanilla-rag` (dense) {dense:.2f}: "
                 f"{100 * (act - dense):+.0f} points ({'meets' if ok else 'misses'} the +5-point goal)."
             )
-        b_dense, b_act = (_acc(budget, s) if budget else None for s in ("vanilla-rag", "vanilla-rag:activation"))
-        if b_dense is not None and b_act is not None:
-            ok = round(100 * (b_act - b_dense), 6) >= 5
-            lines.append(
-                f"- PopQA, each passage cut to {READER_BUDGET['passage_chars']:,} characters: "
-                f"`vanilla-rag:activation` Acc {b_act:.2f} vs `vanilla-rag` {b_dense:.2f}: "
-                f"{100 * (b_act - b_dense):+.0f} points ({'meets' if ok else 'misses'} the +5-point goal)."
-            )
+        for run, when in ((budget_first, " (first run, paragraph note schema)"), (budget, "")):
+            b_dense, b_act = (_acc(run, s) if run else None for s in ("vanilla-rag", "vanilla-rag:activation"))
+            if b_dense is not None and b_act is not None:
+                ok = round(100 * (b_act - b_dense), 6) >= 5
+                lines.append(
+                    f"- PopQA, each passage cut to {READER_BUDGET['passage_chars']:,} characters{when}: "
+                    f"`vanilla-rag:activation` Acc {b_act:.2f} vs `vanilla-rag` {b_dense:.2f}: "
+                    f"{100 * (b_act - b_dense):+.0f} points ({'meets' if ok else 'misses'} the +5-point goal)."
+                )
         if nor is not None:
             beat = [s for s, r in pop["results"].items() if s != "no-retrieval" and r["acc"] > nor]
             rest = [s for s in pop["results"] if s != "no-retrieval" and s not in beat]
@@ -299,6 +314,9 @@ def summary_lines(
     superseded = set(prose["results"]) if prose else set()
     if prose:
         runs[f"{PROSE_RERUN['dataset']} (prose schemas)"] = prose
+    budget_old = _without(budget_first, budget)
+    if budget_old and budget_old["results"]:
+        runs[f"{READER_BUDGET['dataset']} (passages cut to {READER_BUDGET['passage_chars']}, first run)"] = budget_old
     if budget:
         runs[f"{READER_BUDGET['dataset']} (passages cut to {READER_BUDGET['passage_chars']})"] = budget
     runs.update({f"{ds} (first note schema)": rep for ds, rep in (note_first or {}).items()})
@@ -348,7 +366,7 @@ def summary_lines(
         }
         for ds, rep in first_runs.items()
     ]
-    lines += valid_rate_lines([*current, *latest, *note_runs.values(), every, prose, budget])
+    lines += valid_rate_lines([*current, *latest, *note_runs.values(), every, prose, budget_old, budget])
     lines.append(
         "- Fallback share over 5 % (not measured): " + (", ".join(not_measured) if not_measured else "none") + "."
     )
@@ -365,32 +383,45 @@ def summary_lines(
     return lines
 
 
-def budget_section(budget: dict[str, Any], main: dict[str, Any] | None, kg: dict[str, Any] | None) -> list[str]:
-    """The heading and text of the :data:`READER_BUDGET` section: its rows' Acc and prompt tokens
-    beside the same systems' rows of the main runs (4,000 characters a passage)."""
+def budget_section(
+    budget: dict[str, Any], before: dict[str, dict[str, Any]], journal_dir: Path | None = None, first: bool = False
+) -> list[str]:
+    """The heading, text and comparison table of a :data:`READER_BUDGET` run: its rows' Acc and prompt
+    tokens beside the same rows at 4,000 characters a passage (``before``: row -> the latest run
+    holding it), paired per question where both journals are there. ``first``: the
+    :data:`FIRST_BUDGET` run (earlier prompts)."""
     rb = READER_BUDGET
-    before = {**((main or {}).get("results") or {}), **((kg or {}).get("results") or {})}
-    rows = [
-        f"| {s} | {before[s]['acc']:.2f} | {r['acc']:.2f} | {before[s]['tokens_per_q']['prompt']:.0f} | "
-        f"{r['tokens_per_q']['prompt']:.0f} |"
-        for s, r in budget["results"].items()
-        if s in before
-    ]
+    rows = []
+    for s, r in budget["results"].items():
+        run = before.get(s)
+        if run is None or s not in run.get("results", {}):
+            continue
+        b = run["results"][s]
+        pair = paired_change(run, budget, s, journal_dir).removeprefix("; paired: ") or "-"
+        rows.append(
+            f"| {s} | {b['acc']:.2f} | {r['acc']:.2f} | {pair} | {b['tokens_per_q']['prompt']:.0f} | "
+            f"{r['tokens_per_q']['prompt']:.0f} | `{Path(str(run.get('journal', '?'))).name}` |"
+        )
+    title = "the first run, under the paragraph note schema" if first else "today's note schema"
     out = [
-        f"## The reader's passage budget: {rb['dataset']}, each passage cut to {rb['passage_chars']:,} characters",
+        f"## The reader's passage budget: {rb['dataset']}, each passage cut to {rb['passage_chars']:,} characters "
+        f"({title})",
         "",
         f"The vanilla RAG rows again with `--passage-chars {rb['passage_chars']}`: every prompt shows at most "
         f"{rb['passage_chars']:,} characters of each passage (its head and tail around a marker saying how much "
         "was cut) instead of 4,000. The retrievers and their rankings are unchanged; only what the 135M reader "
-        "reads is shorter. Same notes schema as the main run (one paragraph). One budget was tried, "
-        "1,000 characters, on these same questions (no held-out tuning); runs through a batching vLLM "
-        "server can differ by a few questions from run to run.",
+        "reads is shorter. One budget was tried, 1,000 characters, on these same questions (no held-out tuning); "
+        "runs through a batching vLLM server can differ by a few questions from run to run. The 4,000-character "
+        "figures are each row's latest run (its journal named in the last column); the paired column counts the "
+        "questions the budget run got right and the 4,000-character run wrong (better) and the reverse (worse)."
+        + (" This run's prompts are not today's, so its pairs mix two note schemas." if first else ""),
         "",
     ]
     if rows:
         out += [
-            "| system | Acc (4,000 chars) | Acc (budget) | prompt tok/q (4,000 chars) | prompt tok/q (budget) |",
-            "|---|---|---|---|---|",
+            "| system | Acc (4,000 chars) | Acc (budget) | paired | prompt tok/q (4,000 chars) "
+            "| prompt tok/q (budget) | 4,000-char run |",
+            "|---|---|---|---|---|---|---|",
             *rows,
             "",
         ]
@@ -409,6 +440,7 @@ def write_page(
     note: dict[str, dict[str, Any]] | None = None,
     note_first: dict[str, dict[str, Any]] | None = None,
     journal_dir: Path | None = None,
+    budget_first: dict[str, Any] | None = None,
 ) -> None:
     parts = [
         "# Answer quality with a real reader: SmolLM2-135M-Instruct (issue 30)",
@@ -429,7 +461,7 @@ def write_page(
         "",
         "## Summary",
         "",
-        *summary_lines(reports, throughput, every, prose, kg, budget, note, note_first, journal_dir),
+        *summary_lines(reports, throughput, every, prose, kg, budget, note, note_first, journal_dir, budget_first),
         "",
     ]
 
@@ -521,9 +553,14 @@ def write_page(
     ):
         for ds, rep in runs_.items():
             parts += [f"## {ds} {title}", "", text, "", provenance(rep), "", qa_markdown_table(rep), ""]
-    if budget:
-        parts += budget_section(budget, reports.get(READER_BUDGET["dataset"]), (kg or {}).get(READER_BUDGET["dataset"]))
-        parts += [provenance(budget), "", qa_markdown_table(budget), ""]
+    ds = READER_BUDGET["dataset"]
+    before = {}  # row -> its latest 4,000-character run (main, KG retrievers, first note, note)
+    for run in (reports.get(ds), (kg or {}).get(ds), (note_first or {}).get(ds), (note or {}).get(ds)):
+        before.update({s: run for s in (run or {}).get("results", {})})
+    for run, first in ((budget_first, True), (budget, False)):
+        if run:
+            parts += budget_section(run, before, journal_dir, first=first)
+            parts += [provenance(run), "", qa_markdown_table(run), ""]
     if throughput:
         table = qa_markdown_table(throughput)
         parts += ["## Throughput: concurrency 1 vs 8", "", provenance(throughput), "", table, ""]
@@ -566,7 +603,7 @@ def main(argv: list[str] | None = None) -> int:
     kg: dict[str, dict[str, Any]] = {}
     note: dict[str, dict[str, Any]] = {}
     note_first: dict[str, dict[str, Any]] = {}
-    throughput = every = prose = budget = None
+    throughput = every = prose = budget = budget_first = None
     try:
         for ds in [d.strip() for d in args.datasets.split(",") if d.strip()]:
             reports[ds] = _run(f"qa-smollm2-{ds}", ds, SYSTEMS[ds], llm, desc, args, concurrency=args.concurrency)
@@ -597,9 +634,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.reader_budget:
             rb = READER_BUDGET
             budget = _run(
-                f"qa-smollm2-{rb['dataset']}-chars{rb['passage_chars']}", rb["dataset"], list(rb["systems"]), llm,
+                f"qa-smollm2-{rb['dataset']}-{rb['journal']}", rb["dataset"], list(rb["systems"]), llm,
                 desc, args, concurrency=args.concurrency, passage_chars=rb["passage_chars"],
             )  # fmt: skip
+            first = f"qa-smollm2-{rb['dataset']}-{FIRST_BUDGET['journal']}"
+            if (args.out_dir / f"{first}.json").is_file():
+                budget_first = _read_back(args.out_dir, first)  # the first budget run: never rerun
         if args.note_rerun:
             only = note_systems(args.note_systems)
             for ds in [d.strip() for d in args.note_datasets.split(",") if d.strip()]:
@@ -616,7 +656,10 @@ def main(argv: list[str] | None = None) -> int:
     emb = os.environ.get("KGRAG_EMBEDDER")  # the index embedder is part of what was measured
     cmd = (f"KGRAG_EMBEDDER={emb} " if emb else "") + "KGRAG_DATA_DIR=../shared/data python benchmarks/qa_smollm2.py "
     cmd += " ".join(argv or sys.argv[1:])
-    write_page(args.page, reports, throughput, cmd.strip(), every, prose, kg, budget, note, note_first, args.out_dir)
+    write_page(
+        args.page, reports, throughput, cmd.strip(), every, prose, kg, budget, note, note_first, args.out_dir,
+        budget_first,
+    )  # fmt: skip
     logger.info("wrote %s", args.page)
     return 0
 

@@ -37,8 +37,11 @@ from .base import Retriever
 MAX_TRIPLES_PER_ENTITY = 50
 MAX_ENTITIES_PER_ROUND = 10
 #: From this many nodes (entities + passages; about 40k passages of Wikipedia text) the
-#: activation retriever spreads by residual push instead of whole-graph power iteration.
+#: activation retriever takes its dense seeds from the Chroma index instead of a product with
+#: every passage vector (and, with ``spreading="auto"``, spreads by residual push).
 PUSH_MIN_NODES = 150_000
+#: ``ActivationRetriever(spreading=...)`` values (see its docstring).
+SPREADING = ("auto", "push", "power")
 #: Residual below which push stops moving a node's mass (sources carry mass 1 in all). 5e-5: on the
 #: 100k-passage index the top-5 passages match exact PageRank as often as at 1e-5 (99 of 100
 #: questions), and forced on the four shared halves R@5 equals power iteration on all four.
@@ -397,6 +400,13 @@ class ActivationRetriever(Retriever):
     with ``chain_check`` only when place 2 holds no page the question or the first passage names
     by title and the question does not name the bridge page itself.
 
+    **Spreading** (``spreading``, ``"push"``): residual push (:meth:`push`, cost follows the
+    sources' neighbourhood, not the graph), ``"power"`` (power iteration over the whole matrix, the
+    exact fixed point to ``tol``; every published figure before 2026-11-28 was measured so) or
+    ``"auto"`` (power below ``PUSH_MIN_NODES`` nodes). Push at ``PUSH_EPS`` gives the same R@5 as
+    power on all four shared halves and R@2 equal or higher (``benchmarks/loo_activation.py
+    --configs default,power,push``), in half the time (docs/activation.md).
+
     Facts are the triples among the most activated entities; the trace lists sources, the top
     activated entities and their values (and ``bridges``, the pages placed by the expansion).
 
@@ -422,6 +432,7 @@ class ActivationRetriever(Retriever):
         bridge_promote: float | None = None,
         chain_check: bool = False,
         fusion: str | None = None,
+        spreading: str = "push",
         max_iter: int = 50,
         tol: float = 1e-6,
         max_facts: int = 10,
@@ -443,6 +454,8 @@ class ActivationRetriever(Retriever):
             raise ValueError(f"bridge_promote must be None or a margin >= 0, got {bridge_promote!r}")
         if fusion not in (None, "rrf"):
             raise ValueError(f"fusion must be None or 'rrf', got {fusion!r}")
+        if spreading not in SPREADING:
+            raise ValueError(f"spreading must be one of {', '.join(SPREADING)}, got {spreading!r}")
         self.index = index
         self.damping = damping
         self.entity_weight = entity_weight
@@ -455,6 +468,7 @@ class ActivationRetriever(Retriever):
         self.bridge_promote = bridge_promote
         self.chain_check = chain_check
         self.fusion = fusion
+        self.spreading = spreading
         self.max_iter = max_iter
         self.tol = tol
         self.max_facts = max_facts
@@ -552,12 +566,10 @@ class ActivationRetriever(Retriever):
     def spread(self, sources: np.ndarray) -> np.ndarray:
         """Personalized PageRank from ``sources`` (entity rows then passage positions).
 
-        Graphs below ``PUSH_MIN_NODES`` nodes: power iteration over the whole matrix (until the
-        L1 change is below ``tol``; every figure in docs/benchmarks was measured so). Larger
-        graphs: :meth:`push`, whose cost follows the mass, not the graph size (there the dense
-        seeds also come from the Chroma index instead of a product with every passage vector).
-        """
-        if self._large:
+        ``spreading="power"``: power iteration over the whole matrix until the L1 change is below
+        ``tol`` (cost follows the graph); ``"push"``: :meth:`push` (cost follows the mass);
+        ``"auto"``: power below ``PUSH_MIN_NODES`` nodes, push from there."""
+        if self.spreading == "push" or (self.spreading == "auto" and self._large):
             return self.push(sources)
         s = sources / sources.sum()
         r = s.copy()

@@ -98,14 +98,20 @@ def test_the_reader_budget_run_gets_its_own_goal_line_and_table():
     budget["results"]["vanilla-rag"]["acc"], budget["results"][act]["acc"] = 0.43, 0.48  # exactly +5 (floats)
     assert "+5 points (meets" in "\n".join(page.summary_lines(reports, None, budget=budget))
     budget["results"]["vanilla-rag"]["acc"], budget["results"][act]["acc"] = 0.41, 0.50
-    section = "\n".join(page.budget_section(budget, reports["popqa"], None))
+    before = {s: reports["popqa"] for s in reports["popqa"]["results"]}
+    section = "\n".join(page.budget_section(budget, before))
     # one comparison row per system run at both budgets (FRAG's main row is not in this main run)
-    assert "| vanilla-rag:activation | 0.36 | 0.50 | 2000 | 2000 |" in section
-    assert "| vanilla-rag | 0.40 | 0.41 | 1000 | 1000 |" in section and "| vanilla-rag:frag |" not in section
+    assert "| vanilla-rag:activation | 0.36 | 0.50 | - | 2000 | 2000 |" in section
+    assert "| vanilla-rag | 0.40 | 0.41 | - | 1000 | 1000 |" in section and "| vanilla-rag:frag |" not in section
+    # the first budget run is read back beside it: its goal line is said apart, its rows stop counting
+    first = _rep({"vanilla-rag": (0.43, True), act: (0.48, True), "vanilla-rag:hybrid": (0.38, False)})
+    lines = "\n".join(page.summary_lines(reports, None, budget=budget, budget_first=first))
+    assert "characters (first run, paragraph note schema): `vanilla-rag:activation` Acc 0.48 vs" in lines
+    assert "first run)/vanilla-rag:hybrid" in lines and "first run)/vanilla-rag " not in lines
 
 
 def test_the_readme_budget_table_is_the_committed_report():
-    """The README's passage-budget table is the committed ``qa-smollm2-popqa-chars1000`` report."""
+    """The README's passage-budget table is the committed ``qa-smollm2-popqa-chars1000-w10`` report."""
     import json
     import re
     from pathlib import Path
@@ -114,15 +120,24 @@ def test_the_readme_budget_table_is_the_committed_report():
     readme = (root / "README.md").read_text(encoding="utf-8")
     table = readme[readme.index("| PopQA, 1,000 characters a passage |") :].split("\n\n")[0]
     rb = page.READER_BUDGET
-    report = json.loads(
-        (root / "docs/benchmarks/qa" / f"qa-smollm2-{rb['dataset']}-chars{rb['passage_chars']}.json").read_text()
-    )
+    report = json.loads((root / "docs/benchmarks/qa" / f"qa-smollm2-{rb['dataset']}-{rb['journal']}.json").read_text())
     rows = table.splitlines()[2:]
     assert len(rows) == len(rb["systems"]) == len(report["results"])
     for line in rows:
         cells = [c.strip() for c in line.strip("|").split("|")]
         r = report["results"][re.match(r"`([^`]+)`", cells[0]).group(1)]
         assert cells[1].strip("*") == f"{r['acc']:.2f}" and cells[2] == f"{r['tokens_per_q']['prompt']:.0f}"
+        # the 4,000-character column: the row's latest full-length run (note rerun, else the main run)
+        name = re.match(r"`([^`]+)`", cells[0]).group(1)
+        full = next(
+            rep["results"][name]
+            for rep in (
+                json.loads((root / "docs/benchmarks/qa" / f"qa-smollm2-popqa{j}.json").read_text())
+                for j in (f"-{page.NOTE_RERUN['journal']}", "")
+            )  # fmt: skip
+            if name in rep["results"]
+        )
+        assert cells[3] == f"{full['acc']:.2f}"
 
 
 def test_note_rerun_rows_supersede_theirs_in_the_valid_rate_check():

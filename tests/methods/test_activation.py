@@ -129,7 +129,7 @@ def test_activation_beats_or_ties_dense_on_the_sample(sample_mentions_index, sam
 
 
 def test_activation_spread_is_personalized_pagerank_on_the_joint_graph(sample_index):
-    r = ActivationRetriever(sample_index, entity_edge_weight=0.5, tol=1e-12, max_iter=200)
+    r = ActivationRetriever(sample_index, entity_edge_weight=0.5, spreading="power", tol=1e-12, max_iter=200)
     g, store = sample_index.graph, sample_index.passages
     n_e = g.num_entities
     # the same graph in networkx: entity-entity edges weight 0.5 (once per pair), passage links 1
@@ -163,7 +163,7 @@ def test_push_sends_a_dangling_node_mass_back_to_the_sources():
     r = ActivationRetriever.__new__(ActivationRetriever)
     adj = sp.csr_matrix(([1.0, 1.0], ([0, 1], [1, 2])), shape=(3, 3))
     r._trans, r._rows, r._dangling = adj.T.tocsr(), None, np.array([False, False, True])
-    r.damping, r.max_iter, r.tol, r._n_e, r._n_p = 0.5, 500, 1e-14, 3, 0
+    r.spreading, r.damping, r.max_iter, r.tol, r._n_e, r._n_p = "power", 0.5, 500, 1e-14, 3, 0
     src = np.array([1.0, 0.0, 0.0])
     power, pushed = r.spread(src), r.push(src, eps=1e-14)
     np.testing.assert_allclose(pushed, power, atol=1e-9)
@@ -201,6 +201,29 @@ def test_large_graphs_spread_by_push_with_the_same_rankings(sample_mentions_inde
             x["id"] for x in b.trace["passage_seeds"]
         ]
     assert len(calls) == len(sample_questions) and searched == [5] * len(sample_questions)
+
+
+def test_spreading_push_on_a_small_graph_keeps_exact_seeds_and_the_rankings(
+    sample_mentions_index, sample_questions, monkeypatch
+):
+    """``spreading="push"`` spreads by residual push whatever the graph size, while the dense seeds
+    stay the exact product below ``PUSH_MIN_NODES`` (no Chroma search); ``"power"`` never pushes."""
+    power = ActivationRetriever(sample_mentions_index, spreading="power")
+    pushed = ActivationRetriever(sample_mentions_index, spreading="push")
+    calls = []
+    real_push = ActivationRetriever.push
+    monkeypatch.setattr(ActivationRetriever, "push", lambda self, s, *a: calls.append(self) or real_push(self, s, *a))
+    monkeypatch.setattr(
+        sample_mentions_index.passages, "dense_search", lambda *a: pytest.fail("no Chroma seeds below PUSH_MIN_NODES")
+    )
+    for q in sample_questions:
+        a, b = power.retrieve(q.question, 5), pushed.retrieve(q.question, 5)
+        assert a.passage_ids == b.passage_ids
+        assert np.allclose([x.score for x in a.passages], [x.score for x in b.passages], atol=1e-4)
+        assert a.trace["passage_seeds"] == b.trace["passage_seeds"]
+    assert calls and all(c is pushed for c in calls) and len(calls) == len(sample_questions)
+    with pytest.raises(ValueError, match="spreading must be one of auto, push, power"):
+        ActivationRetriever(sample_mentions_index, spreading="walk")
 
 
 def test_activation_without_linked_entities_uses_dense_sources(sample_index):
