@@ -197,9 +197,9 @@ def _rate(stats: dict[str, Any] | None) -> str:
     return f"{stats['valid']}/{stats['replies']} ({stats['valid'] / stats['replies']:.0%})"
 
 
-def _row_run(row: str, main: dict[str, Any] | None, kg: dict[str, Any] | None) -> dict[str, Any]:
-    """The run (main or KG-retriever) whose report holds ``row``."""
-    return kg if kg and row in kg.get("results", {}) else (main or {})
+def _row_run(row: str, *runs: dict[str, Any] | None) -> dict[str, Any]:
+    """The latest of ``runs`` (oldest first) whose report holds ``row`` (``{}``: none does)."""
+    return next((r for r in reversed(runs) if r and row in r.get("results", {})), {})
 
 
 def paired_change(before: dict[str, Any], after: dict[str, Any], row: str, journal_dir: Path | None) -> str:
@@ -384,17 +384,20 @@ def summary_lines(
 
 
 def budget_section(
-    budget: dict[str, Any], before: dict[str, dict[str, Any]], journal_dir: Path | None = None, first: bool = False
+    budget: dict[str, Any],
+    before: list[dict[str, Any] | None],
+    journal_dir: Path | None = None,
+    first: bool = False,
 ) -> list[str]:
     """The heading, text and comparison table of a :data:`READER_BUDGET` run: its rows' Acc and prompt
-    tokens beside the same rows at 4,000 characters a passage (``before``: row -> the latest run
-    holding it), paired per question where both journals are there. ``first``: the
-    :data:`FIRST_BUDGET` run (earlier prompts)."""
+    tokens beside the same rows at 4,000 characters a passage (each row from the latest of the
+    ``before`` runs, oldest first, that holds it), paired per question where both journals are
+    there. ``first``: the :data:`FIRST_BUDGET` run (earlier prompts)."""
     rb = READER_BUDGET
     rows = []
     for s, r in budget["results"].items():
-        run = before.get(s)
-        if run is None or s not in run.get("results", {}):
+        run = _row_run(s, *before)
+        if not run:
             continue
         b = run["results"][s]
         pair = paired_change(run, budget, s, journal_dir).removeprefix("; paired: ") or "-"
@@ -554,9 +557,7 @@ def write_page(
         for ds, rep in runs_.items():
             parts += [f"## {ds} {title}", "", text, "", provenance(rep), "", qa_markdown_table(rep), ""]
     ds = READER_BUDGET["dataset"]
-    before = {}  # row -> its latest 4,000-character run (main, KG retrievers, first note, note)
-    for run in (reports.get(ds), (kg or {}).get(ds), (note_first or {}).get(ds), (note or {}).get(ds)):
-        before.update({s: run for s in (run or {}).get("results", {})})
+    before = [reports.get(ds), *((runs_ or {}).get(ds) for runs_ in (kg, note_first, note))]  # 4,000 chars
     for run, first in ((budget_first, True), (budget, False)):
         if run:
             parts += budget_section(run, before, journal_dir, first=first)

@@ -560,7 +560,7 @@ class ActivationRetriever(Retriever):
 
     @property
     def _large(self) -> bool:
-        """At least ``PUSH_MIN_NODES`` nodes: push spreading and dense seeds from Chroma."""
+        """At least ``PUSH_MIN_NODES`` nodes: dense seeds from Chroma (and push with ``"auto"``)."""
         return self._n_e + self._n_p >= PUSH_MIN_NODES
 
     def spread(self, sources: np.ndarray) -> np.ndarray:

@@ -92,7 +92,7 @@ class _QueryVector:
 
 class _ViewActivation(ActivationRetriever):
     """ActivationRetriever over a fetched subgraph, linking with the whole graph's name index and
-    spreading as on the whole graph (residual push and Chroma dense seeds from ``PUSH_MIN_NODES``).
+    spreading as on the whole graph (its ``spreading``; Chroma dense seeds from ``PUSH_MIN_NODES``).
 
     ``whole``: for a bounded fetch, each entity's distinct entity neighbours and each passage's
     entities in the whole graph (passage positions of the index); the walk then leaves every

@@ -98,8 +98,7 @@ def test_the_reader_budget_run_gets_its_own_goal_line_and_table():
     budget["results"]["vanilla-rag"]["acc"], budget["results"][act]["acc"] = 0.43, 0.48  # exactly +5 (floats)
     assert "+5 points (meets" in "\n".join(page.summary_lines(reports, None, budget=budget))
     budget["results"]["vanilla-rag"]["acc"], budget["results"][act]["acc"] = 0.41, 0.50
-    before = {s: reports["popqa"] for s in reports["popqa"]["results"]}
-    section = "\n".join(page.budget_section(budget, before))
+    section = "\n".join(page.budget_section(budget, [reports["popqa"], None]))
     # one comparison row per system run at both budgets (FRAG's main row is not in this main run)
     assert "| vanilla-rag:activation | 0.36 | 0.50 | - | 2000 | 2000 |" in section
     assert "| vanilla-rag | 0.40 | 0.41 | - | 1000 | 1000 |" in section and "| vanilla-rag:frag |" not in section

@@ -173,7 +173,7 @@ def test_push_sends_a_dangling_node_mass_back_to_the_sources():
 def test_large_graphs_spread_by_push_with_the_same_rankings(sample_mentions_index, sample_questions, monkeypatch):
     from kgrag_plugins.methods import activation as act
 
-    power = ActivationRetriever(sample_mentions_index)
+    power = ActivationRetriever(sample_mentions_index, spreading="power")
     expected = [power.retrieve(q.question, 5) for q in sample_questions]  # before the patches below
     calls = []
     real_push = ActivationRetriever.push
@@ -192,7 +192,7 @@ def test_large_graphs_spread_by_push_with_the_same_rankings(sample_mentions_inde
     monkeypatch.setattr(act, "PUSH_MIN_NODES", 0)  # "large": push, and the dense seeds from Chroma
     monkeypatch.setattr(ActivationRetriever, "push", counting)
     monkeypatch.setattr(sample_mentions_index.passages, "dense_search", dense_search)
-    pushed = ActivationRetriever(sample_mentions_index)
+    pushed = ActivationRetriever(sample_mentions_index, spreading="auto")  # push because the graph is "large"
     for q, a in zip(sample_questions, expected):
         b = pushed.retrieve(q.question, 5)
         assert a.passage_ids == b.passage_ids
