@@ -9,7 +9,12 @@ index generation held before and after (the vectors a first query stores, e.g.
 ``triple_vectors.<fingerprint>.npy`` (:mod:`kgrag_plugins.index.vector_cache`), are reused by the
 next process). A retriever still running after ``--timeout`` seconds is reported as such.
 
-``--precompute entities,triples,translator`` first stores those vectors in each cached index
+Also reported, from a fresh process of its own: spaCy's one-time cost (importing torch, which
+spaCy's ``thinc`` imports when installed; the rest of spaCy's import; the NER pipeline's load),
+which the retrievers that link the question with spaCy (ppr, activation, frag, translator) pay on
+their first query.
+
+``--precompute entities,triples,relations,translator`` first stores those vectors in each cached index
 (``kgrag_plugins.index.vector_cache.precompute``, what ``kgrag index --precompute`` runs at build),
 in a process of its own with no time limit, and reports the one-time cost: seconds per kind and
 the files' rows, embedding seconds and size. ``--fresh`` deletes the stored vectors first, so that
@@ -75,9 +80,41 @@ print("RESULT " + json.dumps(res))
 """
 
 
+#: What the first query of the spaCy-linking retrievers (ppr, activation, frag, translator) pays
+#: once per process, in a fresh process: torch (which spaCy's thinc imports when installed), the
+#: rest of spaCy's import, and the NER pipeline's load (``load_spacy(False)``).
+_SPACY = r"""
+import json, time
+t = time.perf_counter(); import torch; a = time.perf_counter() - t
+t = time.perf_counter(); import spacy; b = time.perf_counter() - t
+from kgrag_plugins.index.builders.nlp import load_spacy
+t = time.perf_counter(); nlp = load_spacy(False); c = time.perf_counter() - t
+t = time.perf_counter(); nlp("Who founded the company that makes the iPhone?"); d = time.perf_counter() - t
+print("RESULT " + json.dumps({"import_torch_s": a, "import_spacy_s": b, "load_pipeline_s": c, "first_doc_s": d}))
+"""
+
+
+def spacy_cost() -> dict[str, Any]:
+    """Seconds of spaCy's one-time cost in a fresh process (:data:`_SPACY`)."""
+    proc = subprocess.run([sys.executable, "-c", _SPACY], capture_output=True, text=True)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    if line is None:
+        return {"error": (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]}
+    res = _rounded(json.loads(line[7:]))
+    res["total_s"] = round(sum(res.values()), 3)
+    return res
+
+
 #: Which precompute kinds each cached index gets (the translator reads the ParseKG index only).
-_KINDS_OF = {"mentions": ("entities", "triples"), "parsekg": ("translator",)}
-_VECTOR_STEMS = ("entity_vectors", "triple_vectors", "translator_windows", "translator_entity_vectors")
+_KINDS_OF = {"mentions": ("entities", "triples", "relations"), "parsekg": ("translator",)}
+_VECTOR_STEMS = (
+    "entity_vectors",
+    "triple_vectors",
+    "relation_vectors",
+    "relation_rows",
+    "translator_windows",
+    "translator_entity_vectors",
+)
 
 _PREPARE = r"""
 import json, sys, time
@@ -98,7 +135,7 @@ t = time.perf_counter(); idx, reused = dataset_index(ds, embedder=emb, builder=b
 res["build_s" if not reused else "open_s"] = time.perf_counter() - t
 gdir = idx.path / idx.manifest["generation"]
 if fresh:
-    res["deleted"] = sorted(p.name for s in stems for p in gdir.glob(s + ".*") if p.suffix in (".npy", ".json"))
+    res["deleted"] = sorted(p.name for s in stems for p in gdir.glob(s + ".*") if p.suffix in (".npy", ".npz", ".json"))
     for name in res["deleted"]:
         (gdir / name).unlink()
     idx = type(idx).open(idx.path, embedder=emb)
@@ -175,6 +212,15 @@ def markdown(report: dict[str, Any]) -> str:
             f"| {name} | {r['open_s']:.2f} | {r['construct_s']:.2f} | {r['first_query_s']:.2f} | "
             f"{r['second_query_s']:.3f} | {over} | {new} |"
         )
+    sp = report.get("spacy", {})
+    if "total_s" in sp:
+        lines += [
+            "",
+            f"spaCy's one-time cost in a fresh process (the spaCy-linking retrievers' first query): "
+            f"{sp['total_s']:.2f} s = importing torch (thinc imports it) {sp['import_torch_s']:.2f} s + "
+            f"the rest of spaCy's import {sp['import_spacy_s']:.2f} s + loading the NER pipeline "
+            f"{sp['load_pipeline_s']:.2f} s + the first doc {sp['first_doc_s']:.2f} s.",
+        ]
     for builder, r in report.get("precompute", {}).items():
         lines += ["", f"One-time cost, the `{builder}` index ({r.get('index', '?')}):"]
         if "error" in r:
@@ -200,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--retrievers", default=",".join(RETRIEVERS))
     p.add_argument("--timeout", type=float, default=600.0)
     p.add_argument("--out", default=str(OUT))
-    p.add_argument("--precompute", default="", help="store these vectors first: entities,triples,translator")
+    p.add_argument("--precompute", default="", help="store these vectors first: entities,triples,relations,translator")
     p.add_argument("--fresh", action="store_true", help="with --precompute: delete stored vectors first")
     p.add_argument("--build-missing", action="store_true", help="with --precompute: build missing cached indexes")
     p.add_argument(
@@ -223,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
             report["precompute"][builder] = res
             log.info("precompute %s: %s", builder, res)
             out.write_text(json.dumps(report, indent=2) + "\n")
+    report["spacy"] = spacy_cost()
+    log.info("spaCy's one-time cost: %s", report["spacy"])
     for name in [r for r in args.retrievers.split(",") if r]:
         res = measure(name, args.dataset, args.timeout)
         report["passages"] = res.get("passages", report.get("passages"))

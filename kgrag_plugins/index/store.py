@@ -7,7 +7,7 @@ Layout of an index directory::
                              windows.npy + window_ids.json (long passages' windows, :mod:`.windows`)
     DIR/gen-<id>/graph/      KnowledgeGraph files
     DIR/gen-<id>/parsekg/    ParseKG tables (``parsekg`` builder only)
-    DIR/gen-<id>/entity_vectors.<fp>.npy, triple_vectors.<fp>.npy  (when computed; :mod:`.vector_cache`)
+    DIR/gen-<id>/*_vectors*.npy, relation_rows.<fp>.npz  derived vectors (:mod:`.vector_cache`)
     DIR/llm_cache/           LLM extraction cache (``llm`` builder), kept across builds
 
 Saving writes a complete new generation next to the old one and then atomically replaces
@@ -100,10 +100,8 @@ def corpus_hash(passages: Iterable[Passage]) -> str:
 
 
 class KnowledgeIndex:
-    """Passages, knowledge graph and vectors that every method reads (DESIGN.md principle 2).
-
-    Create with :meth:`build` (optionally persisting to a directory) or :meth:`open`.
-    """
+    """Passages, knowledge graph and vectors every method reads (DESIGN.md principle 2); create one
+    with :meth:`build` (optionally persisting it to a directory) or :meth:`open`."""
 
     def __init__(
         self,
@@ -489,6 +487,22 @@ class KnowledgeIndex:
                     self.save_derived("relation_vectors.npy", vecs)
                     self._relation_vectors = vecs
         return self._relation_vectors
+
+    def relation_vectors_of(self, rows: np.ndarray) -> np.ndarray:
+        """Vectors of relations ``rows``: the loaded table's, else embedded on demand and persisted
+        after use (:class:`.vector_cache.RowVectors`), stored as the table once all are embedded."""
+        with _DERIVED_LOCK:
+            if self._relation_vectors is not None:
+                return self._relation_vectors[rows]
+            graph, rv = getattr(self, "_relation_rows", (None, None))
+            if graph is not self.graph:  # first use, or the graph changed
+                self._relation_rows = (self.graph, rv := _vc.RowVectors(self, "relation_rows", self.graph.relations))
+            out, full = rv.get(rows), rv.complete()
+            if full is not None:
+                self.save_derived("relation_vectors.npy", full)
+                self._relation_vectors = full
+                rv.drop()
+            return out
 
     @property
     def triple_vectors(self) -> np.ndarray | None:

@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "KINDS",
+    "RowVectors",
     "cached",
     "carry",
     "check_kinds",
@@ -269,13 +270,110 @@ def keep(index: Any, carried: dict[str, np.ndarray | None]) -> None:
         save(where, tri, fingerprint(index.embedder, triple_texts(index.graph)), index.embedder)
 
 
+class RowVectors:
+    """Vectors of some rows of a long text list, embedded on demand and persisted after each use.
+
+    For vocabularies too large to embed on a first query and too large for one question to need
+    whole: MuSiQue's mentions graph has 59,475 relation phrases (226.8 s of MiniLM on 2 cores to
+    embed all); one FRAG question reads a few dozen to ~12,000 of them. The rows embedded so far
+    live in memory and in ``<name>.<fingerprint>.npz`` in the live generation (``rows``, ``vecs``;
+    temporary name, then ``os.replace``), so a later process pays only for rows nobody has embedded
+    yet. The file is a cache: a damaged one is ignored with a WARNING, a read-only directory keeps
+    the rows in memory; two processes writing at once may drop each other's newest rows (they are
+    embedded again when next needed), never mix texts (the fingerprint names the file). A text's
+    vector does not depend on its batch, so these rows equal the full table's.
+    """
+
+    def __init__(self, index: Any, name: str, texts: Sequence[str]) -> None:
+        self.name, self.embedder, self.texts = name, index.embedder, texts
+        self.fp = fingerprint(index.embedder, texts)
+        where = index.derived_path(name) if callable(getattr(index, "derived_path", None)) else None
+        self.path = where.with_name(f"{name}.{self.fp}.npz") if where is not None else None
+        self.pos = np.full(len(texts), -1, dtype=np.int64)  # row -> position in self.vecs
+        self.vecs = np.zeros((0, int(index.embedder.dim)), dtype=np.float32)
+        self._merge(*self._read())
+
+    def __len__(self) -> int:
+        return len(self.vecs)
+
+    def _read(self) -> tuple[np.ndarray, np.ndarray]:
+        empty = (np.zeros(0, dtype=np.int64), self.vecs[:0])
+        if self.path is None or not self.path.is_file():
+            return empty
+        try:
+            with np.load(self.path, allow_pickle=False) as z:
+                rows, vecs = np.asarray(z["rows"], dtype=np.int64), np.asarray(z["vecs"], dtype=np.float32)
+            ok = rows.ndim == 1 and vecs.shape == (len(rows), self.vecs.shape[1])
+            if not ok or (len(rows) and (rows.min() < 0 or rows.max() >= len(self.texts))):
+                raise ValueError(f"rows {rows.shape} / vectors {vecs.shape} do not fit {len(self.texts)} texts")
+        except (OSError, ValueError, KeyError) as e:
+            log.warning("ignoring damaged %s (%s); its rows are embedded again", self.path.name, one_line(e))
+            return empty
+        return rows, vecs
+
+    def _merge(self, rows: np.ndarray, vecs: np.ndarray) -> None:
+        rows, first = np.unique(rows, return_index=True)
+        new = self.pos[rows] < 0
+        rows, vecs = rows[new], vecs[first[new]]
+        self.pos[rows] = len(self.vecs) + np.arange(len(rows))
+        self.vecs = np.concatenate([self.vecs, vecs]) if len(self.vecs) else vecs.copy()
+
+    def get(self, rows: np.ndarray) -> np.ndarray:
+        """Vectors of ``rows`` (in that order): the missing ones embedded now, then stored."""
+        rows = np.asarray(rows, dtype=np.int64)
+        missing = np.unique(rows[self.pos[rows] < 0])
+        if len(missing):
+            t0 = time.perf_counter()
+            self._merge(missing, _embed(self.embedder, [self.texts[int(i)] for i in missing], False))
+            log.info(
+                "%s: embedded %d of %d texts on demand in %.1f s (%d stored now; kgrag index --precompute embeds all)",
+                self.name,
+                len(missing),
+                len(self.texts),
+                time.perf_counter() - t0,
+                len(self.vecs),
+            )
+            self._write()
+        return self.vecs[self.pos[rows]]
+
+    def complete(self) -> np.ndarray | None:
+        """The full table (rows in order) once every row is embedded, else None."""
+        return self.vecs[self.pos] if len(self.vecs) == len(self.texts) else None
+
+    def drop(self) -> None:
+        """Remove the file (the full table is stored elsewhere now)."""
+        if self.path is not None:
+            with contextlib.suppress(OSError):
+                self.path.unlink(missing_ok=True)
+
+    def _write(self) -> None:
+        if self.path is None or not self.path.parent.is_dir():
+            return
+        self._merge(*self._read())  # rows another process stored meanwhile
+        have = np.flatnonzero(self.pos >= 0)
+        tmp = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex[:8]}.tmp")
+        try:
+            with open(tmp, "wb") as fh:
+                np.savez(fh, rows=have, vecs=self.vecs[self.pos[have]])
+            os.replace(tmp, self.path)
+        except OSError as e:  # a cache only: the rows stay in memory
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            level = logging.DEBUG if e.errno in _READ_ONLY else logging.WARNING
+            log.log(level, "could not store %s (%s); kept in memory only", self.path.name, one_line(e))
+
+
 def stored(gdir: Path) -> dict[str, dict[str, Any]]:
     """What a generation holds of these vectors: file name -> rows, seconds, bytes (a report)."""
     out: dict[str, dict[str, Any]] = {}
-    for path in sorted(gdir.glob("*.npy")):
+    for path in sorted([*gdir.glob("*.npy"), *gdir.glob("*.npz")]):
         info: dict[str, Any] = {}
-        with contextlib.suppress(OSError, ValueError):
-            info = json.loads(info_path(path).read_text(encoding="utf-8"))
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            if path.suffix == ".npz":  # RowVectors: the rows embedded so far
+                with np.load(path, allow_pickle=False) as z:
+                    info = {"rows": len(z["rows"])}
+            else:
+                info = json.loads(info_path(path).read_text(encoding="utf-8"))
         out[path.name] = {"rows": info.get("rows"), "seconds": info.get("seconds"), "bytes": path.stat().st_size}
     return out
 

@@ -52,12 +52,14 @@ def index_view(
     parsekg: Any = None,
 ) -> KnowledgeIndex:
     """``index`` with ``graph`` in place of its graph (same passages, embedder and, with
-    ``relation_vectors``, the index's relation vectors: the vocabularies are equal; with
+    ``relation_vectors``, the index's relation vectors, stored or on demand: the vocabularies are equal; with
     ``entity_vectors``, its entity vectors when computed: the entity rows are equal) and
     ``parsekg`` as its ParseKG."""
-    rel = index.relation_vectors if relation_vectors else None
+    rel = index.relation_vectors if relation_vectors and index.has_relation_vectors else None
     ent = index.entity_vectors if entity_vectors and index.has_entity_vectors else None
     view = KnowledgeIndex(index.passages, graph, index.embedder, dict(index.manifest), None, ent, rel, parsekg)
+    if relation_vectors and rel is None:  # rows embedded on demand are stored in (and read from) the index
+        view.relation_vectors_of = index.relation_vectors_of  # type: ignore[method-assign]
     return view
 
 

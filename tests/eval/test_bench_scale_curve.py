@@ -237,6 +237,10 @@ def test_corpus_phases_in_process(tmp_path, monkeypatch, data_dir):
         assert r[f"{name}_queries"] == 4 and r[f"{name}_p50_ms"] > 0 and 0 <= r[f"{name}_fallbacks"] <= 4
         assert 1 <= r[f"{name}_warmup_questions"] <= 4 and not math.isnan(r[f"{name}_p95_ms"])
     assert "relation_windows" in json.loads((d / "translator.json").read_text())["translator_prepare"]
+    # FRAG's vectors were stored before its questions: none of them embedded a relation
+    assert json.loads((d / "frag.json").read_text())["frag_precompute_seconds"].keys() == {"entities", "relations"}
+    gen = d / "index" / json.loads((d / "index" / "manifest.json").read_text())["generation"]
+    assert (gen / "relation_vectors.npy").is_file() and not list(gen.glob("relation_rows.*"))
 
 
 @pytest.mark.slow

@@ -288,3 +288,113 @@ def test_threads_asking_at_once_embed_the_graph_once(tmp_path):
     graph_texts = [vc.triple_texts(idx.graph), vc.entity_texts(idx.graph), list(idx.graph.relations)]
     assert sorted(emb.calls) == sorted(len(t) for t in graph_texts)  # one embedding per kind
     assert all(a is b for row in got for a, b in zip(row, got[0]))
+
+
+def _rows(idx):
+    return sorted(_gdir(idx).glob("relation_rows.*.npz"))
+
+
+def test_relation_rows_embedded_on_demand_persist_for_the_next_process(tmp_path):
+    """``relation_vectors_of``: only the asked rows are embedded, stored in the generation after
+    use, read back by the next open (which embeds only rows nobody embedded yet), equal to the full
+    table's rows; once every row is embedded the full table is stored and the rows file removed."""
+    idx = _build(tmp_path / "idx")
+    n = len(idx.graph.relations)
+    assert n >= 4
+    full = HashEmbedder().embed(idx.graph.relations)
+    emb = Counting()
+    first = KnowledgeIndex.open(tmp_path / "idx", embedder=emb)
+    np.testing.assert_allclose(first.relation_vectors_of(np.array([1, 0, 1])), full[[1, 0, 1]], atol=1e-6)
+    assert emb.texts == [idx.graph.relations[0], idx.graph.relations[1]] and not first.has_relation_vectors
+    (rows_file,) = _rows(first)
+    assert vc.fingerprint(emb, idx.graph.relations) in rows_file.name
+    assert vc.stored(_gdir(first))[rows_file.name]["rows"] == 2
+    np.testing.assert_allclose(first.relation_vectors_of(np.array([0])), full[[0]], atol=1e-6)
+    assert len(emb.texts) == 2  # in memory: nothing embedded again
+    emb2 = Counting()
+    second = KnowledgeIndex.open(tmp_path / "idx", embedder=emb2)
+    np.testing.assert_allclose(second.relation_vectors_of(np.array([2, 0])), full[[2, 0]], atol=1e-6)
+    assert emb2.texts == [idx.graph.relations[2]]  # rows 0 and 1 came from the file
+    everything = second.relation_vectors_of(np.arange(n))
+    np.testing.assert_allclose(everything, full, atol=1e-6)
+    assert emb2.calls == [1, n - 3] and second.has_relation_vectors
+    assert (_gdir(idx) / "relation_vectors.npy").is_file() and not _rows(second)
+    emb3 = Counting()
+    third = KnowledgeIndex.open(tmp_path / "idx", embedder=emb3)
+    assert third.has_relation_vectors and emb3.calls == []
+    np.testing.assert_allclose(third.relation_vectors_of(np.array([3])), full[[3]], atol=1e-6)
+
+
+def test_relation_rows_of_two_writers_are_merged(tmp_path):
+    """Two processes (here: two opens of one generation) embedding different rows: the second
+    writer keeps the first one's rows (it merges the file before replacing it)."""
+    _build(tmp_path / "idx")
+    a = KnowledgeIndex.open(tmp_path / "idx", embedder=HashEmbedder())
+    b = KnowledgeIndex.open(tmp_path / "idx", embedder=HashEmbedder())
+    assert b.relation_vectors_of(np.array([], dtype=np.int64)).shape == (0, 64)  # b has read the (absent) file
+    a.relation_vectors_of(np.array([0, 1]))
+    b.relation_vectors_of(np.array([2]))
+    with np.load(_rows(b)[0]) as z:
+        assert z["rows"].tolist() == [0, 1, 2]
+    emb = Counting()
+    KnowledgeIndex.open(tmp_path / "idx", embedder=emb).relation_vectors_of(np.array([0, 1, 2]))
+    assert emb.calls == []
+
+
+def test_damaged_relation_rows_are_embedded_again_with_a_warning(tmp_path, caplog):
+    idx = _build(tmp_path / "idx")
+    idx.relation_vectors_of(np.array([0, 1]))
+    (path,) = _rows(idx)
+    full = HashEmbedder().embed(idx.graph.relations)
+    for damage in (b"PK garbage", None):
+        if damage is None:  # a well-formed file whose rows point past the vocabulary
+            with open(path, "wb") as fh:
+                np.savez(fh, rows=np.array([0, 10_000]), vecs=np.zeros((2, 64), np.float32))
+        else:
+            path.write_bytes(damage)
+        emb = Counting()
+        again = KnowledgeIndex.open(tmp_path / "idx", embedder=emb)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="kgrag_plugins.index.vector_cache"):
+            np.testing.assert_allclose(again.relation_vectors_of(np.array([0, 1])), full[[0, 1]], atol=1e-6)
+        assert emb.calls == [2]
+        assert any("damaged" in r.getMessage() and path.name in r.getMessage() for r in caplog.records)
+    with np.load(path) as z:  # repaired by the last write
+        assert z["rows"].tolist() == [0, 1]
+
+
+def test_relation_rows_in_a_read_only_generation_stay_in_memory(tmp_path, caplog, monkeypatch):
+    import errno
+
+    _build(tmp_path / "idx")
+
+    def refuse(*a, **k):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(vc.os, "replace", refuse)
+    emb = Counting()
+    again = KnowledgeIndex.open(tmp_path / "idx", embedder=emb)
+    with caplog.at_level(logging.DEBUG, logger="kgrag_plugins.index.vector_cache"):
+        again.relation_vectors_of(np.array([0, 1]))
+        again.relation_vectors_of(np.array([1]))
+    assert emb.calls == [2] and not _rows(again) and not list(_gdir(again).glob(".*tmp*"))
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert any("kept in memory" in r.getMessage() for r in caplog.records)
+
+
+def test_relation_rows_follow_an_update_of_the_graph(tmp_path):
+    """After ``add_passages`` the relation vocabulary (and generation) changes: rows are looked up
+    in the new vocabulary, never read by position from the old one."""
+    idx = _build(tmp_path / "idx")
+    idx.relation_vectors_of(np.array([0]))
+    idx.add_passages([TUBB], progress=False)
+    rels = idx.graph.relations
+    got = idx.relation_vectors_of(np.arange(len(rels)))
+    np.testing.assert_allclose(got, HashEmbedder().embed(rels), atol=1e-6)
+
+
+def test_in_memory_index_embeds_relation_rows_on_demand():
+    idx = KnowledgeIndex.build([CASH, SNOW], None, embedder=HashEmbedder(), builder="mentions", progress=False)
+    got = idx.relation_vectors_of(np.array([1]))
+    np.testing.assert_allclose(got, HashEmbedder().embed(idx.graph.relations[1:2]), atol=1e-6)
+    assert not idx.has_relation_vectors

@@ -511,20 +511,16 @@ class FRAGRetriever(Retriever):
         return per.sum(axis=1) / np.maximum(valid.sum(axis=1), 1)
 
     def _relation_cosines(self, needed: np.ndarray, qv: np.ndarray) -> np.ndarray:
-        """Cosine of ``qv`` with relations ``needed`` (an array over all relations, 0 elsewhere). The
-        index's relation vectors when they are loaded; else only ``needed`` is embedded, cached by
-        relation text across questions: MuSiQue's mentions graph has 59,475 relation phrases, whose
-        vectors made FRAG's first query embed for 410 s (profiled, issue 36 item 4), and one
-        question's chains use a few hundred. Same vectors either way (a text's vector does not
-        depend on its batch)."""
+        """Cosine of ``qv`` with relations ``needed`` (an array over all relations, 0 elsewhere):
+        ``index.relation_vectors_of`` -- the index's relation vectors when stored
+        (``kgrag index --precompute relations``), else only ``needed`` is embedded and persisted in
+        the index for later questions and processes. MuSiQue's mentions graph has 59,475 relation
+        phrases (226.8 s to embed all on 2 cores); one question reads 5 to ~12,000 of them (issue
+        36 item 4). Same vectors either way (a text's vector does not depend on its batch)."""
         out = np.zeros(len(self._relations))
         if not len(needed):
             return out
-        if self.index.has_relation_vectors:  # the same rows, order and shape as below: bitwise equal
-            vecs = self.index.relation_vectors[needed]
-        else:
-            embed = self.index.embedder.embed
-            vecs, _ = self._cache.vectors([self._relations[int(r)] for r in needed], lambda t: embed(t, progress=False))
+        vecs = self.index.relation_vectors_of(needed)
         # float64: a float32 dot product's rounding follows the BLAS kernel's summation order, which
         # can differ between processes; the committed figures were measured with float64
         out[needed] = np.asarray(vecs, dtype=np.float64) @ np.asarray(qv, dtype=np.float64)
