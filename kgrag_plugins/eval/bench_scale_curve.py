@@ -13,8 +13,9 @@ fresh process (its own time and peak RSS, ``VmHWM``):
    (:func:`.bench_scale_corpus._phase_query`), one warm-up, ``--queries`` questions;
 4. **frag**: :class:`~kgrag_plugins.methods.frag.FRAGRetriever` on the mentions index, its
    topic entities linked from the question as the retriever does (no ``topic_entities=``); its
-   entity and relation vectors stored first (``frag_precompute_seconds``, :data:`FRAG_PRECOMPUTE`,
-   as ``kgrag index --precompute`` does), construction timed apart;
+   entity and relation vectors stored first (``frag_precompute_seconds`` per kind,
+   :data:`FRAG_PRECOMPUTE`, as ``kgrag index --precompute`` does), then constructed
+   (``frag_setup_seconds`` counts both);
 5. **translator**: :class:`~kgrag_plugins.methods.translator.TranslatorRetriever` (LLM-free) on
    the ParseKG index; ``prepare()`` (entity tables, name and relation-window vectors) timed apart.
 
