@@ -94,13 +94,30 @@ print("RESULT " + json.dumps({"import_torch_s": a, "import_spacy_s": b, "load_pi
 """
 
 
-def spacy_cost() -> dict[str, Any]:
-    """Seconds of spaCy's one-time cost in a fresh process (:data:`_SPACY`)."""
-    proc = subprocess.run([sys.executable, "-c", _SPACY], capture_output=True, text=True)
+def _run_child(code: str, *args: str, timeout: float | None = None) -> dict[str, Any] | str:
+    """Run ``code`` in a fresh interpreter: the JSON of its ``RESULT`` line, else why not (a str)."""
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", code, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, "KGRAG_PROGRESS": "0"},
+        )
+    except subprocess.TimeoutExpired:
+        return f"still running after {timeout:.0f} s"
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
     if line is None:
-        return {"error": (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]}
-    res = _rounded(json.loads(line[7:]))
+        return (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
+    return json.loads(line[7:])
+
+
+def spacy_cost() -> dict[str, Any]:
+    """Seconds of spaCy's one-time cost in a fresh process (:data:`_SPACY`)."""
+    res = _run_child(_SPACY)
+    if isinstance(res, str):
+        return {"error": res}
+    res = _rounded(res)
     res["total_s"] = round(sum(res.values()), 3)
     return res
 
@@ -150,16 +167,9 @@ def prepare(dataset: str, builder: str, kinds: list[str], fresh: bool, build: bo
     """Store the ``kinds`` vectors of the cached ``builder`` index (one process, no time limit)."""
     t = time.perf_counter()
     args = [dataset, builder, ",".join(kinds), str(int(fresh)), str(int(build)), ",".join(_VECTOR_STEMS)]
-    proc = subprocess.run(
-        [sys.executable, "-c", _PREPARE, *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "KGRAG_PROGRESS": "0"},
-    )
-    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
-    if line is None:
-        return {"error": (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]}
-    res = json.loads(line[7:])
+    res = _run_child(_PREPARE, *args)
+    if isinstance(res, str):
+        return {"error": res}
     res["process_s"] = time.perf_counter() - t
     return _rounded(res)
 
@@ -174,20 +184,9 @@ def _rounded(x: Any) -> Any:
 
 def measure(name: str, dataset: str, timeout: float) -> dict[str, Any]:
     t = time.perf_counter()
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-c", _CHILD, name, dataset],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env={**os.environ, "KGRAG_PROGRESS": "0"},
-        )
-    except subprocess.TimeoutExpired:
-        return {"error": f"still running after {timeout:.0f} s"}
-    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
-    if line is None:
-        return {"error": (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]}
-    res = json.loads(line[7:])
+    res = _run_child(_CHILD, name, dataset, timeout=timeout)
+    if isinstance(res, str):
+        return {"error": res}
     res["process_s"] = time.perf_counter() - t
     res["new_files"] = sorted(set(res.pop("files_after")) - set(res.pop("files_before")))
     return _rounded(res)

@@ -129,7 +129,6 @@ def save(
     if path is None or not path.parent.is_dir():
         return False
     target = file_for(path, fp)
-    tmp = path.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp.npy")
     info = {
         "fingerprint": fp,
         "rows": int(len(arr)),
@@ -137,16 +136,7 @@ def save(
         "seconds": round(seconds, 3) if seconds is not None else None,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
-    try:
-        np.save(tmp, np.asarray(arr, dtype=np.float32))
-        os.replace(tmp, target)
-    except OSError as e:  # a cache only: the vectors stay in memory
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-        if strict:
-            raise
-        level = logging.DEBUG if e.errno in _READ_ONLY else logging.WARNING
-        log.log(level, "could not store %s in %s (%s); kept in memory only", target.name, path.parent, one_line(e))
+    if not _publish(target, lambda fh: np.save(fh, np.asarray(arr, dtype=np.float32)), strict=strict):
         return False
     with contextlib.suppress(OSError):  # the report and the clean-up are best effort
         atomic_write_text(info_path(target), json.dumps(info))
@@ -155,6 +145,26 @@ def save(
             if old != target and old.name.removeprefix(stem + ".").count(".") <= 1:
                 old.unlink(missing_ok=True)
                 info_path(old).unlink(missing_ok=True)
+    return True
+
+
+def _publish(target: Path, write: Callable[[Any], None], *, strict: bool = False) -> bool:
+    """Write ``target`` through ``write(binary file)`` under a temporary name, then ``os.replace``
+    (readers see all or nothing). False when not stored -- a read-only directory (DEBUG) or another
+    failure (WARNING; raised with ``strict``) -- the caller keeps its data in memory."""
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            write(fh)
+        os.replace(tmp, target)
+    except OSError as e:  # a cache only: the vectors stay in memory
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        if strict:
+            raise
+        level = logging.DEBUG if e.errno in _READ_ONLY else logging.WARNING
+        log.log(level, "could not store %s in %s (%s); kept in memory only", target.name, target.parent, one_line(e))
+        return False
     return True
 
 
@@ -293,9 +303,6 @@ class RowVectors:
         self.vecs = np.zeros((0, int(index.embedder.dim)), dtype=np.float32)
         self._merge(*self._read())
 
-    def __len__(self) -> int:
-        return len(self.vecs)
-
     def _read(self) -> tuple[np.ndarray, np.ndarray]:
         empty = (np.zeros(0, dtype=np.int64), self.vecs[:0])
         if self.path is None or not self.path.is_file():
@@ -351,16 +358,7 @@ class RowVectors:
             return
         self._merge(*self._read())  # rows another process stored meanwhile
         have = np.flatnonzero(self.pos >= 0)
-        tmp = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex[:8]}.tmp")
-        try:
-            with open(tmp, "wb") as fh:
-                np.savez(fh, rows=have, vecs=self.vecs[self.pos[have]])
-            os.replace(tmp, self.path)
-        except OSError as e:  # a cache only: the rows stay in memory
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
-            level = logging.DEBUG if e.errno in _READ_ONLY else logging.WARNING
-            log.log(level, "could not store %s (%s); kept in memory only", self.path.name, one_line(e))
+        _publish(self.path, lambda fh: np.savez(fh, rows=have, vecs=self.vecs[self.pos[have]]))
 
 
 def stored(gdir: Path) -> dict[str, dict[str, Any]]:
