@@ -280,6 +280,11 @@ def keep(index: Any, carried: dict[str, np.ndarray | None]) -> None:
         save(where, tri, fingerprint(index.embedder, triple_texts(index.graph)), index.embedder)
 
 
+#: A text list shorter than this is embedded whole on its first use (:class:`RowVectors`): its
+#: questions soon need most of it, and one batch is cheaper than many (Wikidata5M's 822 relations).
+ON_DEMAND_MIN_ROWS = 5_000
+
+
 class RowVectors:
     """Vectors of some rows of a long text list, embedded on demand and persisted after each use.
 
@@ -291,7 +296,9 @@ class RowVectors:
     yet. The file is a cache: a damaged one is ignored with a WARNING, a read-only directory keeps
     the rows in memory; two processes writing at once may drop each other's newest rows (they are
     embedded again when next needed), never mix texts (the fingerprint names the file). A text's
-    vector does not depend on its batch, so these rows equal the full table's.
+    vector does not depend on its batch, so these rows equal the full table's. A list of fewer than
+    :data:`ON_DEMAND_MIN_ROWS` texts is embedded whole on the first miss; a complete table is not
+    written here (the caller stores it as the full table, :meth:`complete`).
     """
 
     def __init__(self, index: Any, name: str, texts: Sequence[str]) -> None:
@@ -329,6 +336,8 @@ class RowVectors:
         """Vectors of ``rows`` (in that order): the missing ones embedded now, then stored."""
         rows = np.asarray(rows, dtype=np.int64)
         missing = np.unique(rows[self.pos[rows] < 0])
+        if len(missing) and len(self.texts) < ON_DEMAND_MIN_ROWS:
+            missing = np.flatnonzero(self.pos < 0)  # a short list: all of it at once
         if len(missing):
             t0 = time.perf_counter()
             self._merge(missing, _embed(self.embedder, [self.texts[int(i)] for i in missing], False))
@@ -340,7 +349,8 @@ class RowVectors:
                 time.perf_counter() - t0,
                 len(self.vecs),
             )
-            self._write()
+            if self.complete() is None:
+                self._write()
         return self.vecs[self.pos[rows]]
 
     def complete(self) -> np.ndarray | None:

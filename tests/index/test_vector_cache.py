@@ -294,7 +294,32 @@ def _rows(idx):
     return sorted(_gdir(idx).glob("relation_rows.*.npz"))
 
 
-def test_relation_rows_embedded_on_demand_persist_for_the_next_process(tmp_path):
+@pytest.fixture
+def on_demand(monkeypatch):
+    """Row by row even for these short test vocabularies (``ON_DEMAND_MIN_ROWS`` embeds a short list whole)."""
+    monkeypatch.setattr(vc, "ON_DEMAND_MIN_ROWS", 0)
+
+
+def test_a_short_relation_list_is_embedded_whole_on_first_use(tmp_path):
+    """Below ``ON_DEMAND_MIN_ROWS`` texts, the first miss embeds every relation in one call and the
+    full table is stored at once (no rows file); later rows are free, in this process and the next."""
+    idx = _build(tmp_path / "idx")
+    n = len(idx.graph.relations)
+    assert 1 < n < vc.ON_DEMAND_MIN_ROWS
+    full = HashEmbedder().embed(idx.graph.relations)
+    emb = Counting()
+    first = KnowledgeIndex.open(tmp_path / "idx", embedder=emb)
+    np.testing.assert_allclose(first.relation_vectors_of(np.array([1])), full[[1]], atol=1e-6)
+    assert emb.calls == [n] and sorted(emb.texts) == sorted(idx.graph.relations)  # all of them, in one call
+    assert first.has_relation_vectors and (_gdir(first) / "relation_vectors.npy").is_file() and not _rows(first)
+    np.testing.assert_allclose(first.relation_vectors_of(np.arange(n)), full, atol=1e-6)
+    emb2 = Counting()
+    second = KnowledgeIndex.open(tmp_path / "idx", embedder=emb2)
+    np.testing.assert_allclose(second.relation_vectors_of(np.array([0, n - 1])), full[[0, n - 1]], atol=1e-6)
+    assert emb.calls == [n] and emb2.calls == []
+
+
+def test_relation_rows_embedded_on_demand_persist_for_the_next_process(on_demand, tmp_path):
     """``relation_vectors_of``: only the asked rows are embedded, stored in the generation after
     use, read back by the next open (which embeds only rows nobody embedded yet), equal to the full
     table's rows; once every row is embedded the full table is stored and the rows file removed."""
@@ -325,7 +350,7 @@ def test_relation_rows_embedded_on_demand_persist_for_the_next_process(tmp_path)
     np.testing.assert_allclose(third.relation_vectors_of(np.array([3])), full[[3]], atol=1e-6)
 
 
-def test_relation_rows_of_two_writers_are_merged(tmp_path):
+def test_relation_rows_of_two_writers_are_merged(on_demand, tmp_path):
     """Two processes (here: two opens of one generation) embedding different rows: the second
     writer keeps the first one's rows (it merges the file before replacing it)."""
     _build(tmp_path / "idx")
@@ -341,7 +366,7 @@ def test_relation_rows_of_two_writers_are_merged(tmp_path):
     assert emb.calls == []
 
 
-def test_damaged_relation_rows_are_embedded_again_with_a_warning(tmp_path, caplog):
+def test_damaged_relation_rows_are_embedded_again_with_a_warning(on_demand, tmp_path, caplog):
     idx = _build(tmp_path / "idx")
     idx.relation_vectors_of(np.array([0, 1]))
     (path,) = _rows(idx)
@@ -363,7 +388,7 @@ def test_damaged_relation_rows_are_embedded_again_with_a_warning(tmp_path, caplo
         assert z["rows"].tolist() == [0, 1]
 
 
-def test_relation_rows_in_a_read_only_generation_stay_in_memory(tmp_path, caplog, monkeypatch):
+def test_relation_rows_in_a_read_only_generation_stay_in_memory(on_demand, tmp_path, caplog, monkeypatch):
     import errno
 
     _build(tmp_path / "idx")
@@ -382,7 +407,7 @@ def test_relation_rows_in_a_read_only_generation_stay_in_memory(tmp_path, caplog
     assert any("kept in memory" in r.getMessage() for r in caplog.records)
 
 
-def test_relation_rows_follow_an_update_of_the_graph(tmp_path):
+def test_relation_rows_follow_an_update_of_the_graph(on_demand, tmp_path):
     """After ``add_passages`` the relation vocabulary (and generation) changes: rows are looked up
     in the new vocabulary, never read by position from the old one."""
     idx = _build(tmp_path / "idx")
@@ -393,7 +418,7 @@ def test_relation_rows_follow_an_update_of_the_graph(tmp_path):
     np.testing.assert_allclose(got, HashEmbedder().embed(rels), atol=1e-6)
 
 
-def test_in_memory_index_embeds_relation_rows_on_demand():
+def test_in_memory_index_embeds_relation_rows_on_demand(on_demand):
     idx = KnowledgeIndex.build([CASH, SNOW], None, embedder=HashEmbedder(), builder="mentions", progress=False)
     got = idx.relation_vectors_of(np.array([1]))
     np.testing.assert_allclose(got, HashEmbedder().embed(idx.graph.relations[1:2]), atol=1e-6)
