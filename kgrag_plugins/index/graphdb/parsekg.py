@@ -185,11 +185,8 @@ class PropertyGraphParseKG:
         if got is not None:
             self._roles.move_to_end(entity_id)
             return got
-        rows = self.kg._read(
-            f"UNWIND $ids AS x MATCH (s:KgSentence)-[r:KG_ROLE]->(e:{self._entity} {{id: x}}) "
-            f"RETURN r.role AS role, r.ri AS ri, {_SENTENCE}",
-            [entity_id],
-        )
+        roles = self.kg.dialect.by_entity("(s:KgSentence)-[r:KG_ROLE]->{a}", f"r.role AS role, r.ri AS ri, {_SENTENCE}")
+        rows = self.kg._read_entities(roles, [entity_id])
         rows.sort(key=lambda x: x["ri"])
         for x in rows:
             self._sent.setdefault(int(x["sid"]), x)
