@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import resource
 import statistics
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from kgrag_plugins.config import setup_offline_env
+from kgrag_plugins.datasets.metrics import sign_test_p
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # question_folds (the bootstrap)
 
@@ -101,8 +101,7 @@ def paired(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
     ids = sorted(set(before) & set(after))
     diff = [100.0 * (after[i] - before[i]) for i in ids]
     better, worse = sum(d > 0 for d in diff), sum(d < 0 for d in diff)
-    n, k = better + worse, min(better, worse)
-    p = min(1.0, 2 * sum(math.comb(n, j) for j in range(k + 1)) / 2**n) if n else 1.0
+    p = sign_test_p(better, worse)
     lo, hi = bootstrap(diff)
     return {
         "questions": len(ids),

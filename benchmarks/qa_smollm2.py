@@ -17,13 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from kgrag_plugins.config import setup_offline_env
+from kgrag_plugins.datasets.metrics import sign_test_p
 from kgrag_plugins.eval.qa import available_systems, qa_markdown_table, run_qa_bench
 from kgrag_plugins.eval.qa_llm import resolve_llm
 from kgrag_plugins.eval.qa_run import PROMPTS_KEY, prompt_fingerprint, read_journal
@@ -218,8 +218,7 @@ def paired_change(before: dict[str, Any], after: dict[str, Any], row: str, journ
     ids = set(got[0]) & set(got[1])
     better = sum(got[1][i] > got[0][i] for i in ids)
     worse = sum(got[1][i] < got[0][i] for i in ids)
-    n, k = better + worse, min(better, worse)
-    p = min(1.0, 2 * sum(math.comb(n, j) for j in range(k + 1)) / 2**n) if n else 1.0
+    p = sign_test_p(better, worse)
     return f"; paired: {better} better, {worse} worse (sign p {p:.3f})"
 
 

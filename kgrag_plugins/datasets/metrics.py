@@ -28,6 +28,7 @@ All functions accept ``golds`` as one string or a list of aliases.
 
 from __future__ import annotations
 
+import math
 import re
 import string
 import unicodedata
@@ -232,3 +233,10 @@ def mean(values: Iterable[float]) -> float:
     """Arithmetic mean; 0.0 for an empty input."""
     vals = [float(v) for v in values]
     return sum(vals) / len(vals) if vals else 0.0
+
+
+def sign_test_p(better: int, worse: int) -> float:
+    """Two-sided exact sign test: the chance of a split at least this uneven between ``better``
+    and ``worse`` (ties left out) if either way were equally likely; 1.0 with no changes."""
+    n, k = better + worse, min(better, worse)
+    return min(1.0, 2 * sum(math.comb(n, j) for j in range(k + 1)) / 2**n) if n else 1.0

@@ -136,3 +136,11 @@ def test_mean():
     assert mean([]) == 0.0
     # (1 + 0 + 0.5) / 3 = 0.5
     assert mean([1.0, 0.0, 0.5]) == pytest.approx(0.5)
+
+
+def test_sign_test_p_is_the_two_sided_exact_binomial_tail():
+    from kgrag_plugins.datasets.metrics import sign_test_p
+
+    assert sign_test_p(0, 7) == pytest.approx(2 / 2**7)  # all seven one way
+    assert sign_test_p(8, 5) == sign_test_p(5, 8) == pytest.approx(2 * sum([1, 13, 78, 286, 715, 1287]) / 2**13)
+    assert sign_test_p(3, 3) == 1.0 and sign_test_p(0, 0) == 1.0

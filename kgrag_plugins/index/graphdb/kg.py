@@ -165,14 +165,16 @@ class PropertyGraphKG:
                 "PropertyGraphKG.load"
             )
 
-    def _read_entities(self, query: str, ids: Sequence[str]) -> list[dict[str, Any]]:
+    def _read_entities(self, query: str, ids: Sequence[str], rows: Sequence[int] | None = None) -> list[dict[str, Any]]:
         """A :meth:`Dialect.by_entity` read of ``ids``: by id list, or (a ``row_keyed`` dialect) by
-        their bucketed entity rows in one statement (ids not in the graph match nothing)."""
+        their bucketed entity rows in one statement (ids not in the graph match nothing; ``rows``:
+        their entity rows when the caller has them)."""
         if not self.dialect.row_keyed:
             return self._read(query, ids)
-        table = self.entity_table()
-        rows = [table.index_of(e) for e in dict.fromkeys(ids) if e in table]
-        return self._run(query, _buckets(rows)) if rows else []
+        if rows is None:
+            table = self.entity_table()
+            rows = [table.index_of(e) for e in dict.fromkeys(ids) if e in table]
+        return self._run(query, _buckets(rows)) if len(rows) else []
 
     def _read(self, query: str, ids: Sequence[str]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -446,7 +448,7 @@ class PropertyGraphKG:
         ent_rows = [_entity_row(table, every[i], i) for i in rows]
         ids = [x["id"] for x in ent_rows]
         edges = {x["ti"]: x for x in self.inner_edges(ids, rows)}
-        links = self._read_entities(self.dialect.entity_chunks(), ids)
+        links = self._read_entities(self.dialect.entity_chunks(), ids, rows)
         return _graph(ent_rows, self.relations, [edges[t] for t in sorted(edges)], links)
 
     def inner_edges(self, ids: Sequence[str], rows: Sequence[int]) -> list[dict[str, Any]]:
