@@ -9,9 +9,10 @@ dense passage seeds over the passage store), ask :meth:`PropertyGraphKG.subgraph
 seeds' neighbourhood, and run the unchanged in-memory retriever over a view of the index whose
 graph is that subgraph. With ``hops=None`` the subgraph is the seeds' connected component, on
 which PageRank equals PageRank on the whole graph, so the Evidence is the same as in memory
-(tests/index/test_graphdb_parity.py). FRAG bounds its fetch by itself on 1M+ entity graphs
-(exact there too); activation fetches a :data:`ACTIVATION_HOPS` ball by default and walks it
-with the whole graph's degrees (a bounded approximation, measured in docs/graphdb.md).
+(tests/index/test_graphdb_parity.py). On 1M+ entity graphs FRAG runs its bounded walk
+(:mod:`.frag.local_walk`) on the database and fetches only what it keeps (equal to memory
+too); activation fetches a :data:`ACTIVATION_HOPS` ball by default and walks it with the whole
+graph's degrees (a bounded approximation, measured in docs/graphdb.md).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from .activation import (
 )
 from .base import Retriever
 from .frag.linking import TopicLinker
+from .frag.local_walk import PUSH_EPS, LocalWalk, graph_source, push_walk
 from .frag.retriever import COMPLEX_HOPS, LARGE_GRAPH_ENTITIES, SIMPLE_HOPS, FRAGRetriever
 
 __all__ = ["ACTIVATION_HOPS", "DBActivationRetriever", "DBFRAGRetriever", "DBTranslatorRetriever", "index_view"]
@@ -210,23 +212,53 @@ class DBActivationRetriever(Retriever):
 class _ViewFRAG(FRAGRetriever):
     """FRAGRetriever over a fetched subgraph in its whole graph's size class (local PageRank and
     relation-vector chain scores from ``LARGE_GRAPH_ENTITIES``), walking with the whole graph's
-    ``degrees`` (out, in) when given."""
+    ``degrees`` (out, in) when given. ``walks``: k -> the bounded walk the database retriever ran
+    (over whole-graph rows; the view holds what it kept), used instead of walking the view."""
 
     def __init__(
-        self, index: KnowledgeIndex, local: bool, degrees: tuple[np.ndarray, np.ndarray] | None, **options: Any
+        self,
+        index: KnowledgeIndex,
+        local: bool,
+        degrees: tuple[np.ndarray, np.ndarray] | None,
+        walks: dict[int, tuple[LocalWalk, list[str]]] | None = None,
+        **options: Any,
     ) -> None:
-        self._given_local, self._degrees = local, degrees
+        self._given_local, self._degrees, self._walks = local, degrees, walks or {}
         super().__init__(index, **options)
 
     @property
     def _local(self) -> bool:
         return self._given_local
 
+    def _walk_degrees(self) -> np.ndarray | None:
+        if self._degrees is None:
+            return None
+        out, inn = self._degrees  # out-degrees for a directed walk, out + in for both ways
+        return out + inn if self._pg.inverse else out
+
     def _pagerank(self, topics: Any, within: np.ndarray | None, degrees: np.ndarray | None = None) -> np.ndarray:
-        if self._degrees is not None:  # out-degrees for a directed walk, out + in for both ways
-            out, inn = self._degrees
-            degrees = out + inn if self._pg.inverse else out
-        return super()._pagerank(topics, within, degrees)
+        return super()._pagerank(topics, within, self._walk_degrees())
+
+    def _ball(self, seeds: np.ndarray, topics: Any, k: int, trace: dict) -> tuple[np.ndarray, np.ndarray]:
+        if not (self._local and self.local_walk == "push"):
+            return super()._ball(seeds, topics, k, trace)
+        trace["local_pagerank"] = True
+        n = self._pg.n
+        if k in self._walks:  # walked in the database: its kept entities are this view's
+            walk, ids = self._walks[k]
+            rows = np.array([self.graph.index_of(e) for e in ids], dtype=np.int64)
+            ppr = np.zeros(n)
+            ppr[rows] = walk.scores[np.searchsorted(walk.rows, walk.kept)]
+        else:  # the view holds the k-hop ball: the same walk, with the whole graph's degrees
+            deg = self._walk_degrees()
+            _, neighbours = graph_source(self._pg)
+            walk = push_walk(
+                seeds, k, (lambda r: deg[r]) if deg is not None else graph_source(self._pg)[0], neighbours,
+                damping=self.damping, eps=self.push_eps,
+            )  # fmt: skip
+            rows, ppr = walk.rows, walk.dense(n)
+        trace["local_walk"] = walk.trace()
+        return np.sort(rows), ppr
 
 
 class DBFRAGRetriever(Retriever):
@@ -237,11 +269,14 @@ class DBFRAGRetriever(Retriever):
     A ``hops`` smaller than the pipeline's k (2 simple, 4 complex) would cut paths: use at
     least ``complex_hops``.
 
-    On a graph of ``LARGE_GRAPH_ENTITIES`` (1M) entities or more, in-memory FRAG confines its
-    PageRank to the k-hop neighbourhood with the whole graph's transition probabilities: there
-    the default fetch is that neighbourhood (k hops, the deepest FRAG will walk) plus its
-    entities' degrees in the whole graph, instead of the component, and the view runs in the same
-    local mode with those degrees.
+    On a graph of ``LARGE_GRAPH_ENTITIES`` (1M) entities or more, in-memory FRAG ranks the k-hop
+    neighbourhood by a local walk with the whole graph's transition probabilities. With
+    ``local_walk="push"`` (the default) the bounded walk runs here, reading per round the edges of
+    the entities it pushes (integers only) and the stored degrees, for each k the route may take;
+    then only the entities FRAG keeps (its top ``max_nodes`` and the topics) and the triples among
+    them are fetched. The complex pipeline's chain completion over the whole graph (a path ranker,
+    ``chain_scope="graph"``) and ``local_walk="exact"`` fetch the k-hop ball and its entities'
+    whole-graph degrees instead, and the view walks it in the same mode.
     """
 
     name = "frag"
@@ -280,6 +315,35 @@ class DBFRAGRetriever(Retriever):
         only_simple = route == "simple" or (route is None and self.options.get("mode") == "simple")
         return simple if only_simple else max(simple, complex_)
 
+    def _walk(self, topics: list[str], route: str | None) -> dict[int, tuple[LocalWalk, list[str]]] | None:
+        """FRAG's bounded walk (:mod:`.frag.local_walk`) run on the database, for each k the
+        question may take: the walk and the ids of the entities FRAG keeps (its top
+        ``max_nodes`` by score, and the topics). ``None``: the pipeline needs the whole k-hop
+        ball (the exact walk, or the complex pipeline's chain completion over the graph)."""
+        o = self.options
+        if o.get("local_walk", "push") != "push":
+            return None
+        simple, complex_ = int(o.get("simple_hops", SIMPLE_HOPS)), int(o.get("complex_hops", COMPLEX_HOPS))
+        mode = route or (o.get("mode") if o.get("mode") in ("simple", "complex") else None)
+        ks = [simple] if mode == "simple" else [complex_] if mode == "complex" else sorted({simple, complex_})
+        ranker = o.get("path_ranker") is not None and o.get("chain_beam", 3)
+        if ranker and o.get("chain_scope", "graph") == "graph" and complex_ in ks:
+            return None
+        inverse, max_nodes = bool(o.get("inverse", True)), int(o.get("max_nodes", 2000))
+        seeds = [self._table.index_of(e) for e in topics]
+        kg, walks = self.kg, {}
+        for k in ks:
+            walk = push_walk(
+                seeds, k, lambda rows: kg.walk_degrees(rows, inverse), lambda rows: kg.walk_edges(rows, inverse),
+                damping=float(o.get("damping", 0.8)), eps=float(o.get("push_eps", PUSH_EPS)),
+            )  # fmt: skip
+            kept = walk.rows
+            if len(kept) > max_nodes:  # FRAG.paths' rule: top max_nodes by score (stable), and the topics
+                kept = np.union1d(kept[np.argsort(-walk.scores, kind="stable")[:max_nodes]], seeds)
+            walk.kept = kept
+            walks[k] = (walk, self.kg._ids_at(kept))
+        return walks
+
     def _retrieve(self, query: str, k: int) -> Evidence:
         return self.evidence(query, k)
 
@@ -292,16 +356,19 @@ class DBFRAGRetriever(Retriever):
             topics, how, unknown = list(dict.fromkeys(topic_entities)), "given", []
         else:
             topics, how, unknown = self._linker.link(question)
-        # no topic: FRAG returns no path (dense passages only); any small subgraph serves
-        sub = (
-            self.kg.subgraph_for(topics, self._fetch_hops(route))
-            if topics
-            else self.kg.subgraph_for(self.kg.entities_with_triples(1), 1)
-        )
-        view = index_view(self.index, sub, relation_vectors=True)
         local_hops = self._local and self.hops is None and topics
-        degrees = self.kg.degrees(sub.entity_ids) if local_hops else None
-        frag = _ViewFRAG(view, self._local, degrees, **self.options)
+        walks = self._walk(topics, route) if local_hops else None
+        if walks:  # the bounded walks ran in the database: fetch what they keep
+            sub = self.kg.subgraph_for(sorted({e for _, ids in walks.values() for e in ids}), 0)
+        else:  # no topic: FRAG returns no path (dense passages only); any small subgraph serves
+            sub = (
+                self.kg.subgraph_for(topics, self._fetch_hops(route))
+                if topics
+                else self.kg.subgraph_for(self.kg.entities_with_triples(1), 1)
+            )
+        view = index_view(self.index, sub, relation_vectors=True)
+        degrees = self.kg.degrees(sub.entity_ids) if local_hops and not walks else None
+        frag = _ViewFRAG(view, self._local, degrees, walks, **self.options)
         frag._cache = self._cache
         ev = frag.evidence(question, k, route=route, topic_entities=topics)  # type: ignore[arg-type]
         ev.trace["linking"] = how

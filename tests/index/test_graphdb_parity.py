@@ -212,11 +212,13 @@ def test_activation_parity_on_metaqa(metaqa_subset, metaqa_dbs, backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_frag_parity_in_the_large_graph_class(metaqa_subset, metaqa_dbs, backend, monkeypatch):
-    """From LARGE_GRAPH_ENTITIES, in-memory FRAG walks PageRank inside the k-hop neighbourhood
-    with whole-graph transition probabilities; the database path fetches that neighbourhood and
-    its entities' whole-graph degrees and runs the view in that mode, although the fetched
-    subgraph is smaller than the threshold."""
+@pytest.mark.parametrize("walk", ["push", "exact"])
+def test_frag_parity_in_the_large_graph_class(metaqa_subset, metaqa_dbs, backend, walk, monkeypatch):
+    """From LARGE_GRAPH_ENTITIES, in-memory FRAG ranks the k-hop neighbourhood by a local walk
+    with whole-graph transition probabilities. ``exact``: the database path fetches the whole
+    4-hop ball and its entities' whole-graph degrees. ``push`` (the default): the bounded walk runs
+    on the database, reading only the pushed entities' edges, and the fetch is what FRAG keeps;
+    the Evidence is the same as in memory either way."""
     from kgrag_plugins.methods import graphdb as db_retrieve
     from kgrag_plugins.methods.frag import retriever as frag_retriever
 
@@ -225,7 +227,7 @@ def test_frag_parity_in_the_large_graph_class(metaqa_subset, metaqa_dbs, backend
     n = index.graph.num_entities  # the whole graph is "large"; every fetched subgraph is not
     monkeypatch.setattr(frag_retriever, "LARGE_GRAPH_ENTITIES", n)
     monkeypatch.setattr(db_retrieve, "LARGE_GRAPH_ENTITIES", n)
-    mem, db = FRAGRetriever(index), DBFRAGRetriever(view, kg)
+    mem, db = FRAGRetriever(index, local_walk=walk), DBFRAGRetriever(view, kg, local_walk=walk)
     db._cache = mem._cache
     smaller = 0
     for q in questions:
@@ -233,10 +235,52 @@ def test_frag_parity_in_the_large_graph_class(metaqa_subset, metaqa_dbs, backend
         assert a.trace["local_pagerank"] and b.trace["local_pagerank"]
         _same_evidence(a, b)
         assert a.trace["answers"] == b.trace["answers"]
-        # the fetch is the 4-hop ball (the complex k) with whole-graph degrees, not the component
-        assert b.trace["graph_db"]["entities"] == len(index.graph.k_hop(b.trace["topic_entities"], 4))
+        ball = len(index.graph.k_hop(b.trace["topic_entities"], 4))
+        if walk == "exact":  # the 4-hop ball (the complex k) with whole-graph degrees, not the component
+            assert b.trace["graph_db"]["entities"] == ball
+        else:  # the walk's trace is the memory one; the fetch holds what FRAG kept of both k
+            assert b.trace["local_walk"] == a.trace["local_walk"]
+            assert b.trace["graph_db"]["entities"] <= ball
         smaller += b.trace["graph_db"]["entities"] < n
     assert smaller, "a k-hop fetch smaller than the graph (else the test proves nothing)"
+    if walk == "push":
+        # chain completion over the whole graph needs the k-hop ball: then the ball is fetched
+        # and the view runs the same walk on it with the whole graph's degrees, still equal
+        ranked = DBFRAGRetriever(view, kg, path_ranker=object(), chain_beam=3)
+        topics = [index.graph.entity_ids[0]]
+        assert ranked._walk(topics, None) is None and ranked._walk(topics, "simple") is not None
+        monkeypatch.setattr(db, "_walk", lambda *a: None)
+        for q in questions:
+            a, b = mem.retrieve(q, 5), db.retrieve(q, 5)
+            _same_evidence(a, b)
+            assert b.trace["local_walk"] == a.trace["local_walk"]
+            assert b.trace["graph_db"]["entities"] == len(index.graph.k_hop(b.trace["topic_entities"], 4))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_walk_reads_every_triple_of_an_entity_pair(metaqa_subset, metaqa_dbs, backend):
+    """The bounded walk's edge read returns one entry per triple, both directions, parallel
+    triples repeated (FalkorDB returns one row per *pair* when the relationship variable is not
+    returned, so the read counts them), and the stored degrees: memory's PathGraph exactly."""
+    import numpy as np
+
+    from kgrag_plugins.methods.frag.paths import PathGraph
+
+    index, _ = metaqa_subset
+    kg, _ = metaqa_dbs[backend]
+    g = index.graph
+    h, _, t = (a.astype(np.int64) for a in g.triple_arrays())
+    pairs, counts = np.unique(np.stack([h, t], axis=1), axis=0, return_counts=True)
+    parallel = pairs[counts > 1][:5, 0]
+    assert len(parallel), "no parallel triples in the subset (else the test proves nothing)"
+    rows = np.unique(np.concatenate([parallel, [0, 1, 2]]))
+    for inverse in (True, False):
+        pg = PathGraph(g, inverse)
+        pos, owner = pg.gather(rows)
+        want = sorted(zip(owner.tolist(), pg.dst[pos].tolist()))
+        got_owner, got_other = kg.walk_edges(rows, inverse)
+        assert sorted(zip(got_owner.tolist(), got_other.tolist())) == want
+        assert (kg.walk_degrees(rows, inverse) == np.diff(pg.indptr)[rows]).all()
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -133,6 +133,19 @@ class Dialect:
         cols = "b.id AS h, r.kg_ti AS ti, r.label AS rel, a.id AS t, r.kg_src AS src"
         return self.by_entity(f"(b:{self.entity})-[r{self._rel()}]->{{a}}", cols)
 
+    def walk_edges(self, direction: str) -> str:
+        """``(a, b, c)``: per entity pair, the rows of one of the ``$ids`` entities and of an entity
+        it heads (``"out"``) or ends (``"in"``) ``c`` triples with: the only values FRAG's bounded
+        walk reads (``methods.frag.local_walk``). ``count(r)``: FalkorDB returns one row per pair,
+        not per triple, when a relationship variable is matched but not returned."""
+        e, rel = self.entity, self._rel()
+        pattern = f"{{a}}-[r{rel}]->(b:{e})" if direction == "out" else f"(b:{e})-[r{rel}]->{{a}}"
+        ret = "a.kg_row AS a, b.kg_row AS b, count(r) AS c"
+        if self.row_keyed:
+            return self.by_entity(pattern, ret)
+        # FalkorDB / Neo4j: WITH keeps the planner on the id index (see inner_edges)
+        return f"UNWIND $ids AS x MATCH (a:{e} {{id: x}}) WITH a MATCH {pattern.format(a='(a)')} RETURN {ret}"
+
     def stored_degrees(self) -> str:
         """``(e, o, i)``: the out- / in-degrees stored on the ``$ids`` entities at load."""
         return self.by_entity("{a}", "a.id AS e, a.kg_out AS o, a.kg_in AS i")

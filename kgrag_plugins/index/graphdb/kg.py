@@ -117,6 +117,7 @@ class PropertyGraphKG:
         self._table: KnowledgeGraph | None = None
         #: Whole-graph (out, in) degrees by entity row, read with the entity table (None: not stored).
         self._degrees: tuple[np.ndarray, np.ndarray] | None = None
+        self._row_ids: list[str] | None = None  # entity ids by row, for reads by row
         #: Statements sent and rows received (for the benchmark and the tests).
         self.stats = {"queries": 0, "rows": 0}
         #: Set when the server was lost: the next read first checks the graph is still there.
@@ -146,7 +147,7 @@ class PropertyGraphKG:
 
     def _server_lost(self) -> None:
         """Forget what was read from the server (and make the next call check the graph)."""
-        self._lost, self._relations, self._table, self._degrees = True, None, None, None
+        self._lost, self._relations, self._table, self._degrees, self._row_ids = True, None, None, None, None
         self._epoch = getattr(self.store, "server_epoch", None)
         for reset in self.on_server_lost:
             reset()
@@ -258,7 +259,7 @@ class PropertyGraphKG:
         self._run(d.set_meta, {"key": "meta", "value": json.dumps(graph.meta, ensure_ascii=False)})
         # the relation vocabulary last: its presence says the load finished (``relations``)
         self._run(d.set_meta, {"key": "relations", "value": json.dumps(rels, ensure_ascii=False)})
-        self._relations, self._table, self._degrees = list(rels), None, None
+        self._relations, self._table, self._degrees, self._row_ids = list(rels), None, None, None
         t3 = time.perf_counter()
         out = {
             "entities": len(ents),
@@ -380,6 +381,39 @@ class PropertyGraphKG:
                     nxt.append(e)
             frontier = nxt
         return dist
+
+    def walk_edges(self, rows: Sequence[int], inverse: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """The triples of the entities at ``rows`` (entity-table rows; their in-triples too when
+        ``inverse``) as ``(owner, other)``: per triple the index into ``rows`` of the entity and
+        the row of the triple's other end, one per triple (parallel ones repeated): the edges
+        FRAG's bounded walk pushes along (``methods.frag.local_walk.push_walk``)."""
+        rows = [int(r) for r in rows]
+        pos = {r: i for i, r in enumerate(rows)}
+        ids = [] if self.dialect.row_keyed else self._ids_at(rows)
+        got = [
+            (pos[int(x["a"])], int(x["b"]), int(x["c"]))
+            for direction in (("out", "in") if inverse else ("out",))
+            for x in self._read_entities(self.dialect.walk_edges(direction), ids, rows)
+        ]
+        owner, other, count = np.asarray(got, dtype=np.int64).reshape(-1, 3).T
+        return np.repeat(owner, count), np.repeat(other, count)
+
+    def walk_degrees(self, rows: Sequence[int], inverse: bool = True) -> np.ndarray:
+        """Whole-graph walk degrees of the entities at ``rows``: out + in triples (out only when
+        not ``inverse``), parallel ones counted, as in-memory FRAG's ``PathGraph``."""
+        self.entity_table()
+        if self._degrees is not None:  # stored at load, read with the entity table
+            idx = np.asarray(rows, dtype=np.int64)
+            out, inn = self._degrees[0][idx], self._degrees[1][idx]
+        else:
+            out, inn = self.degrees(self._ids_at(rows))
+        return (out + inn if inverse else out).astype(np.float64)
+
+    def _ids_at(self, rows: Sequence[int]) -> list[str]:
+        """Entity ids of entity-table rows (the id list is copied from the table once)."""
+        if self._row_ids is None:
+            self._row_ids = list(self.entity_table().entity_ids)
+        return [self._row_ids[int(r)] for r in rows]
 
     def subgraph_for(
         self,

@@ -20,9 +20,11 @@ first newline); FRAG-F counts the ``->`` of that line.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from ...models.prompting import DATA_NOTICE, data_block, escape_data
+from ...models.replies import InvalidReply, first_line
 from ...models.structured import OutputSchema, choice_schema
 
 #: The reasoning module's persona (paper App. A.5, verbatim).
@@ -82,3 +84,17 @@ def hop_schema(paths: Sequence[str]) -> OutputSchema:
     shown = [escape_data(p).strip() for p in paths]
     ok = [p for p in shown if p and "\n" not in p and 1 <= count_hops(p) <= MAX_HOPS]
     return choice_schema("frag_hop_estimation", [*dict.fromkeys(ok), NO_PATH], max_tokens=HOP_MAX_TOKENS)
+
+
+def parse_hop_estimate(reply: str) -> int:
+    """FRAG-F's hop-estimation reply: ``NO`` -> 0, else the hops (1..4) of the path on its first
+    line; anything else raises :class:`InvalidReply` (asked once more, then unlabelled)."""
+    from .hop_classifier import count_hops
+
+    line = first_line(reply)
+    if re.match(r"^\W*no\b", line, re.I):
+        return 0
+    hops = count_hops(line)
+    if not 1 <= hops <= 4:
+        raise InvalidReply(f"no path of 1..4 hops in {line[:200]!r}")
+    return hops

@@ -52,7 +52,7 @@ import numpy as np
 from ...index.graph import UnknownEntityError
 from ...index.store import KnowledgeIndex
 from ...models.llm import as_llm
-from ...models.replies import InvalidReply, check_text, complete_validated, first_line
+from ...models.replies import check_text, complete_validated
 from ...types import Answer, Evidence, Fact, Path, ScoredPassage, note_fallback
 from ..activation import TextVectorCache
 from ..base import Retriever
@@ -62,14 +62,14 @@ from .hop_classifier import (
     SIMPLE,
     HopClassifier,
     RouteName,
-    count_hops,
     heuristic_route,
     strip_topic_marks,
 )
 from .linking import TopicLinker
+from .local_walk import PUSH_EPS, graph_source, push_walk
 from .path_ranker import PathRanker, chain_key, relation_query
 from .paths import Candidates, PathGraph, humanise_relation, rank_order, shortest_paths, walk_paths
-from .prompts import ANSWER_MAX_TOKENS, STOP, hop_estimation_prompt, hop_schema, reasoning_prompt
+from .prompts import ANSWER_MAX_TOKENS, STOP, hop_estimation_prompt, hop_schema, parse_hop_estimate, reasoning_prompt
 
 #: Longest accepted LLM answer line (characters).
 MAX_ANSWER_CHARS = 300
@@ -126,6 +126,9 @@ class FRAGRetriever(Retriever):
         passage_pool: corpus graphs: passages of path entities considered before the cosine cut.
         path_bonus: corpus graphs: added to the cosine of passages linked to path entities (0.1,
             chosen on the shared MuSiQue and 2Wiki halves among 0, 0.03, 0.06, 0.1, 0.15, 1).
+        local_walk: graphs of ``LARGE_GRAPH_ENTITIES`` or more: ``"push"`` (default) ranks a
+            bounded ball by forward push (:mod:`.local_walk`; ``push_eps``: its residual per unit
+            degree), ``"exact"`` walks the whole k-hop ball (its cost grows with hubs' balls).
     """
 
     name = "frag"
@@ -156,6 +159,8 @@ class FRAGRetriever(Retriever):
         link_threshold: float = 0.85,
         passage_pool: int = 50,
         path_bonus: float = 0.1,
+        local_walk: Literal["push", "exact"] = "push",
+        push_eps: float = PUSH_EPS,
     ) -> None:
         if index.graph.num_triples == 0:
             raise ValueError(
@@ -194,6 +199,9 @@ class FRAGRetriever(Retriever):
         self.passage_pool = passage_pool
         self.path_bonus = path_bonus
         self._inverse = inverse
+        if local_walk not in ("push", "exact") or not push_eps > 0:
+            raise ValueError(f"local_walk must be 'push' or 'exact' and push_eps > 0, got {local_walk!r}, {push_eps}")
+        self.local_walk, self.push_eps = local_walk, push_eps
         self._refresh()
         self.chain_beam = chain_beam
         if chain_scope not in ("graph", "subgraph"):
@@ -260,6 +268,18 @@ class FRAGRetriever(Retriever):
             degrees=degrees,
         )
 
+    def _ball(self, seeds: np.ndarray, topics: Sequence[str], k: int, trace: dict) -> tuple[np.ndarray, np.ndarray]:
+        """Steps 1-2: the k-hop neighbourhood (sorted rows) and the PageRank (per graph row), the
+        graph's own (also the tie-break of path ranking; parallel edges add weight, both ways when
+        ``inverse``); from LARGE_GRAPH_ENTITIES on local: the push walk's ball or the exact one."""
+        trace["local_pagerank"] = local = self._local
+        if local and self.local_walk == "push":
+            walk = push_walk(seeds, k, *graph_source(self._pg), damping=self.damping, eps=self.push_eps)
+            trace["local_walk"] = walk.trace()
+            return walk.rows, walk.dense(self._pg.n)
+        hood = self._pg.k_hop(seeds, k)
+        return hood, self._pagerank(topics, hood if local else None)
+
     def _relation_phrase(self, rel: int) -> str:
         R = self._pg.R
         return humanise_relation(self._relations[rel % R]) + (" (inverse)" if rel >= R else "")
@@ -323,12 +343,7 @@ class FRAGRetriever(Retriever):
 
         # 1-2. k-hop neighbourhood, PageRank top-n
         t = time.perf_counter()
-        hood = self._pg.k_hop(seeds, k)
-        # the graph's own PageRank (also the tie-break of path ranking): parallel edges add weight;
-        # walked both ways when ``inverse``; from LARGE_GRAPH_ENTITIES on it stays in the hood
-        local = self._local
-        ppr = self._pagerank(topics, hood if local else None)
-        trace["local_pagerank"] = local
+        hood, ppr = self._ball(seeds, topics, k, trace)
         if len(hood) > self.max_nodes:
             keep = np.union1d(hood[np.argsort(-ppr[hood], kind="stable")[: self.max_nodes]], seeds)
         else:
@@ -650,20 +665,10 @@ class FRAGRetriever(Retriever):
         more, then ``None`` (the question stays unlabelled; WARNING logged)."""
         if self.llm is None:
             raise ValueError("estimate_hops needs an llm")
-
-        def validate(reply: str) -> int:
-            line = first_line(reply)
-            if re.match(r"^\W*no\b", line, re.I):
-                return 0
-            hops = count_hops(line)
-            if not 1 <= hops <= 4:
-                raise InvalidReply(f"no path of 1..4 hops in {line[:200]!r}")
-            return hops
-
         hops = complete_validated(
             self.llm,
             hop_estimation_prompt(question, paths, self.prompts.get("hop_estimation")),
-            validate,
+            parse_hop_estimate,
             step="hop_estimation",
             stop=STOP,
             schema=hop_schema(paths),

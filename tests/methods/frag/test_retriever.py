@@ -564,15 +564,18 @@ def test_pagerank_keeps_the_top_nodes_and_the_topic_entities(movie_index):
     }
 
 
-def test_local_pagerank_on_large_graphs_keeps_the_paths(movie_index, monkeypatch):
-    """From LARGE_GRAPH_ENTITIES on, PageRank walks the k-hop neighbourhood only and chains are
-    scored by relation vectors; with every node kept the candidate paths are the same set."""
+@pytest.mark.parametrize("walk", ["push", "exact"])
+def test_local_pagerank_on_large_graphs_keeps_the_paths(movie_index, monkeypatch, walk):
+    """From LARGE_GRAPH_ENTITIES on, PageRank walks the k-hop neighbourhood only (the bounded
+    push walk by default, or the exact one) and chains are scored by relation vectors; with every
+    node kept the candidate paths are the same set."""
     import kgrag_plugins.methods.frag.retriever as frag_mod
 
     q = "who directed [Big]"
     whole, t0 = FRAGRetriever(movie_index, max_paths=ALL).paths(q, route="complex")
+    assert "local_walk" not in t0  # below the threshold: the paper's whole-graph walk
     monkeypatch.setattr(frag_mod, "LARGE_GRAPH_ENTITIES", 0)
-    big = FRAGRetriever(movie_index, max_paths=ALL)
+    big = FRAGRetriever(movie_index, max_paths=ALL, local_walk=walk)
 
     def no_texts(texts):  # large graphs score chains by relation vectors, embedding no chain text
         raise AssertionError(f"embedded chain texts {texts[:2]}")
@@ -581,6 +584,12 @@ def test_local_pagerank_on_large_graphs_keeps_the_paths(movie_index, monkeypatch
     local, t1 = big.paths(q, route="complex")
     assert t0["local_pagerank"] is False and t1["local_pagerank"] is True
     assert whole and {_key(p) for p in local} == {_key(p) for p in whole}
+    # the push walk reached the whole 4-hop ball of this small graph; the exact walk has no trace
+    assert (t1.get("local_walk", {}).get("ball_entities") == t1["neighbourhood"]) == (walk == "push")
+    with pytest.raises(ValueError, match="local_walk"):
+        FRAGRetriever(movie_index, local_walk="approximate")
+    with pytest.raises(ValueError, match="push_eps"):
+        FRAGRetriever(movie_index, push_eps=0)
 
 
 def test_relation_scoring_embeds_only_the_relations_of_the_candidate_chains(monkeypatch):
