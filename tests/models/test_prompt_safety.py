@@ -161,6 +161,7 @@ COVERED = {
 NOT_PROMPTS = {"postprocess", "PROMPTS", "PROMPT_VERSION", "ENTITY_TYPES", "STOP", "MAX_TOKENS", "QUESTION_PREFIX"}
 NOT_PROMPTS |= {"PERSONA", "PERSONA_HOP"}  # parts of REASONING / HOP_ESTIMATION
 NOT_PROMPTS |= {"NEXT_QUERY_MARK", "parse_next_query", "parse_qa"}  # the translator's reply parsing
+NOT_PROMPTS |= {"parse_hop_estimate"}  # FRAG-F's reply parsing
 NOT_PROMPTS |= {"parse_answer", "parse_reference", "parse_query", "parse_triples", "parse_relevance", "RELEVANCE_MARK"}
 NOT_PROMPTS |= set(prompting.__all__)  # the shared sentences, imported
 NOT_PROMPTS |= {"NEEDED_LINE", "FINAL_CUE"}  # Self-Ask markers (no retrieved text: self_ask_prompt)

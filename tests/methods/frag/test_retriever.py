@@ -36,6 +36,8 @@ from collections import defaultdict
 import networkx as nx
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kgrag_plugins.index.graph import KnowledgeGraph, UnknownEntityError
 from kgrag_plugins.index.store import KnowledgeIndex
@@ -850,3 +852,22 @@ def test_corpus_graph_returns_passages_linked_to_path_entities_first(sample_ment
         scores = [sp.score for sp in ev.passages]
         assert scores == sorted(scores, reverse=True)
         assert len(set(ev.passage_ids)) == len(ev.passage_ids)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200))
+def test_the_hop_estimate_parser_reads_no_or_a_path_of_one_to_four_hops(reply):
+    """FRAG-F's reply: ``NO`` is 0, a first line with 1..4 hops is its count, anything else is
+    invalid (asked once more by complete_validated); never another number."""
+    from kgrag_plugins.methods.frag.prompts import parse_hop_estimate
+    from kgrag_plugins.models.replies import InvalidReply
+
+    try:
+        hops = parse_hop_estimate(reply)
+    except InvalidReply:
+        return
+    assert hops in (0, 1, 2, 3, 4)
+    assert parse_hop_estimate("NO, none of them") == 0
+    assert parse_hop_estimate("Big -> directed_by -> Penny Marshall\nmore") == 1
+    with pytest.raises(InvalidReply):
+        parse_hop_estimate("a -> r -> b -> r -> c -> r -> d -> r -> e -> r -> f")
