@@ -133,6 +133,11 @@ class Dialect:
         cols = "b.id AS h, r.kg_ti AS ti, r.label AS rel, a.id AS t, r.kg_src AS src"
         return self.by_entity(f"(b:{self.entity})-[r{self._rel()}]->{{a}}", cols)
 
+    def walk_edges_both(self) -> str:
+        """:meth:`walk_edges` of both directions in one statement (``UNION ALL``: a self-loop
+        counts once per direction, as in the walk's degrees)."""
+        return f"{self.walk_edges('out')} UNION ALL {self.walk_edges('in')}"
+
     def walk_edges(self, direction: str) -> str:
         """``(a, b, c)``: per entity pair, the rows of one of the ``$ids`` entities and of an entity
         it heads (``"out"``) or ends (``"in"``) ``c`` triples with: the only values FRAG's bounded

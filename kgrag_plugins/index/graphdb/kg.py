@@ -390,11 +390,8 @@ class PropertyGraphKG:
         rows = [int(r) for r in rows]
         pos = {r: i for i, r in enumerate(rows)}
         ids = [] if self.dialect.row_keyed else self._ids_at(rows)
-        got = [
-            (pos[int(x["a"])], int(x["b"]), int(x["c"]))
-            for direction in (("out", "in") if inverse else ("out",))
-            for x in self._read_entities(self.dialect.walk_edges(direction), ids, rows)
-        ]
+        query = self.dialect.walk_edges_both() if inverse else self.dialect.walk_edges("out")
+        got = [(pos[int(x["a"])], int(x["b"]), int(x["c"])) for x in self._read_entities(query, ids, rows)]
         owner, other, count = np.asarray(got, dtype=np.int64).reshape(-1, 3).T
         return np.repeat(owner, count), np.repeat(other, count)
 
