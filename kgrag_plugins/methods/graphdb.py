@@ -341,7 +341,7 @@ class DBFRAGRetriever(Retriever):
             if len(kept) > max_nodes:  # FRAG.paths' rule: top max_nodes by score (stable), and the topics
                 kept = np.union1d(kept[np.argsort(-walk.scores, kind="stable")[:max_nodes]], seeds)
             walk.kept = kept
-            walks[k] = (walk, self.kg._ids_at(kept))
+            walks[k] = (walk, kg.entity_ids_at(kept))
         return walks
 
     def _retrieve(self, query: str, k: int) -> Evidence:

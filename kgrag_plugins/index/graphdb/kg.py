@@ -389,7 +389,7 @@ class PropertyGraphKG:
         FRAG's bounded walk pushes along (``methods.frag.local_walk.push_walk``)."""
         rows = [int(r) for r in rows]
         pos = {r: i for i, r in enumerate(rows)}
-        ids = [] if self.dialect.row_keyed else self._ids_at(rows)
+        ids = [] if self.dialect.row_keyed else self.entity_ids_at(rows)
         query = self.dialect.walk_edges_both() if inverse else self.dialect.walk_edges("out")
         got = [(pos[int(x["a"])], int(x["b"]), int(x["c"])) for x in self._read_entities(query, ids, rows)]
         owner, other, count = np.asarray(got, dtype=np.int64).reshape(-1, 3).T
@@ -403,10 +403,10 @@ class PropertyGraphKG:
             idx = np.asarray(rows, dtype=np.int64)
             out, inn = self._degrees[0][idx], self._degrees[1][idx]
         else:
-            out, inn = self.degrees(self._ids_at(rows))
+            out, inn = self.degrees(self.entity_ids_at(rows))
         return (out + inn if inverse else out).astype(np.float64)
 
-    def _ids_at(self, rows: Sequence[int]) -> list[str]:
+    def entity_ids_at(self, rows: Sequence[int]) -> list[str]:
         """Entity ids of entity-table rows (the id list is copied from the table once)."""
         if self._row_ids is None:
             self._row_ids = list(self.entity_table().entity_ids)
