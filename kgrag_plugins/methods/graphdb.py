@@ -36,7 +36,7 @@ from .activation import (
 )
 from .base import Retriever
 from .frag.linking import TopicLinker
-from .frag.local_walk import PUSH_EPS, LocalWalk, graph_source, push_walk
+from .frag.local_walk import PUSH_EPS, LocalWalk, graph_source, push_walk, top_rows
 from .frag.retriever import COMPLEX_HOPS, LARGE_GRAPH_ENTITIES, SIMPLE_HOPS, FRAGRetriever
 
 __all__ = ["ACTIVATION_HOPS", "DBActivationRetriever", "DBFRAGRetriever", "DBTranslatorRetriever", "index_view"]
@@ -251,9 +251,9 @@ class _ViewFRAG(FRAGRetriever):
             ppr[rows] = walk.scores[np.searchsorted(walk.rows, walk.kept)]
         else:  # the view holds the k-hop ball: the same walk, with the whole graph's degrees
             deg = self._walk_degrees()
-            _, neighbours = graph_source(self._pg)
+            own_degree, neighbours = graph_source(self._pg)
             walk = push_walk(
-                seeds, k, (lambda r: deg[r]) if deg is not None else graph_source(self._pg)[0], neighbours,
+                seeds, k, own_degree if deg is None else (lambda r: deg[r]), neighbours,
                 damping=self.damping, eps=self.push_eps,
             )  # fmt: skip
             rows, ppr = walk.rows, walk.dense(n)
@@ -337,11 +337,8 @@ class DBFRAGRetriever(Retriever):
                 seeds, k, lambda rows: kg.walk_degrees(rows, inverse), lambda rows: kg.walk_edges(rows, inverse),
                 damping=float(o.get("damping", 0.8)), eps=float(o.get("push_eps", PUSH_EPS)),
             )  # fmt: skip
-            kept = walk.rows
-            if len(kept) > max_nodes:  # FRAG.paths' rule: top max_nodes by score (stable), and the topics
-                kept = np.union1d(kept[np.argsort(-walk.scores, kind="stable")[:max_nodes]], seeds)
-            walk.kept = kept
-            walks[k] = (walk, kg.entity_ids_at(kept))
+            walk.kept = top_rows(walk.rows, walk.scores, np.asarray(seeds, dtype=np.int64), max_nodes)
+            walks[k] = (walk, kg.entity_ids_at(walk.kept))
         return walks
 
     def _retrieve(self, query: str, k: int) -> Evidence:

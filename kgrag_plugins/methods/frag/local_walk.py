@@ -85,6 +85,15 @@ class LocalWalk:
         }
 
 
+def top_rows(rows: np.ndarray, scores: np.ndarray, seeds: np.ndarray, n: int) -> np.ndarray:
+    """FRAG's node cut (§2 step 2): the ``n`` best of the sorted ``rows`` by ``scores`` (ties in row
+    order) and the ``seeds``; all ``rows`` when there are at most ``n``. One rule for memory and
+    the database retriever, whose fetch must hold exactly what memory keeps."""
+    if len(rows) <= n:
+        return rows
+    return np.union1d(rows[np.argsort(-scores, kind="stable")[:n]], seeds)
+
+
 def graph_source(pg: PathGraph) -> tuple[Callable[[np.ndarray], np.ndarray], NeighbourSource]:
     """``degree`` and ``neighbours`` of an in-memory :class:`~.paths.PathGraph` for :func:`push_walk`."""
     deg = np.diff(pg.indptr)

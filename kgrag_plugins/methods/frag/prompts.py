@@ -87,7 +87,7 @@ def hop_schema(paths: Sequence[str]) -> OutputSchema:
 
 
 def parse_hop_estimate(reply: str) -> int:
-    """FRAG-F's hop-estimation reply: ``NO`` -> 0, else the hops (1..4) of the path on its first
+    """FRAG-F's hop-estimation reply: ``NO`` -> 0, else the hops (1..:data:`MAX_HOPS`) of the path on its first
     line; anything else raises :class:`InvalidReply` (asked once more, then unlabelled)."""
     from .hop_classifier import count_hops
 
@@ -95,6 +95,6 @@ def parse_hop_estimate(reply: str) -> int:
     if re.match(r"^\W*no\b", line, re.I):
         return 0
     hops = count_hops(line)
-    if not 1 <= hops <= 4:
-        raise InvalidReply(f"no path of 1..4 hops in {line[:200]!r}")
+    if not 1 <= hops <= MAX_HOPS:
+        raise InvalidReply(f"no path of 1..{MAX_HOPS} hops in {line[:200]!r}")
     return hops

@@ -66,7 +66,7 @@ from .hop_classifier import (
     strip_topic_marks,
 )
 from .linking import TopicLinker
-from .local_walk import PUSH_EPS, graph_source, push_walk
+from .local_walk import PUSH_EPS, graph_source, push_walk, top_rows
 from .path_ranker import PathRanker, chain_key, relation_query
 from .paths import Candidates, PathGraph, humanise_relation, rank_order, shortest_paths, walk_paths
 from .prompts import ANSWER_MAX_TOKENS, STOP, hop_estimation_prompt, hop_schema, parse_hop_estimate, reasoning_prompt
@@ -344,10 +344,7 @@ class FRAGRetriever(Retriever):
         # 1-2. k-hop neighbourhood, PageRank top-n
         t = time.perf_counter()
         hood, ppr = self._ball(seeds, topics, k, trace)
-        if len(hood) > self.max_nodes:
-            keep = np.union1d(hood[np.argsort(-ppr[hood], kind="stable")[: self.max_nodes]], seeds)
-        else:
-            keep = hood
+        keep = top_rows(hood, ppr[hood], seeds, self.max_nodes)
         in_s = np.zeros(self._pg.n, dtype=bool)
         in_s[keep] = True
         timings["subgraph_ms"] = (time.perf_counter() - t) * 1e3
