@@ -20,6 +20,7 @@ import shutil
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal, Sequence
 
@@ -34,6 +35,8 @@ logger = logging.getLogger("kgrag_plugins.models.embed_onnx")
 _EXPORT_VERSION = "1"
 _OPSET = 17
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+#: Batches per worker-thread task in :meth:`OnnxEmbedder.embed`.
+_BATCHES_PER_TASK = 8
 _MISSING = (
     "OnnxEmbedder needs onnxruntime (and onnx to create the int8 model): "
     "pip install onnxruntime onnx, or use the default sentence-transformers embedder"
@@ -208,7 +211,9 @@ class OnnxEmbedder:
             to 0.02 per component); one text per pass keeps every vector a function of its text
             alone (what an index needs: a passage added later, a cached vector and a query match a
             full build), and lost no throughput on 2 cores (no padding).
-        threads: ORT intra-op threads; ``None`` lets ORT choose (one per physical core).
+        threads: texts embedded at once, each by its own single-threaded ORT run on a worker
+            thread (``run`` releases the GIL); default one per CPU this process may use. Vectors
+            do not depend on it: each text's run is the same computation whatever the count.
         cache_dir: where the exported model is kept (default :func:`onnx_cache_dir`).
 
     ``name`` differs from the torch embedder's (``...+onnx`` / ``...+onnx-int8``), so an index
@@ -245,22 +250,31 @@ class OnnxEmbedder:
         #: Word pieces one vector sees (``max_seq_length`` less [CLS] and [SEP]).
         self.max_tokens = int(trunc["max_length"]) - 2 if trunc else 510
         self._offsets = offsets_tokenizer(self._tokenizer)
+        #: Worker threads of :meth:`embed`; each ORT run is single-threaded (see :meth:`embed`).
+        self.threads = max(1, int(threads)) if threads else _cpus()
         so = ort.SessionOptions()
-        if threads:
-            so.intra_op_num_threads = int(threads)
+        so.intra_op_num_threads = 1
         so.inter_op_num_threads = 1
-        # ORT's intra-op workers spin while waiting for work by default, which burns the cores that
-        # spaCy, Chroma or another process need: with spinning off, int8 MiniLM embedded 39-51
-        # MuSiQue passages per CPU-second instead of 21-23 (torch: 17-19), and faster in wall time
-        # too (6.0-11.0 vs 4.1-5.6 passages/s) on the 2-core box under load (a /tmp script, 300
-        # passages, two rounds).
+        # Parallelism comes from embed's worker threads, not ORT's intra-op pool (one thread per
+        # run). With an intra-op pool, ORT's workers spun while waiting for work and burnt the cores
+        # that spaCy, Chroma or another process need (spinning off: int8 MiniLM embedded 39-51
+        # MuSiQue passages per CPU-second instead of 21-23, a /tmp script on the 2-core box under
+        # load); spinning stays off in case a build of ORT starts a pool anyway.
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = ort.InferenceSession(str(self.model_file), so, providers=["CPUExecutionProvider"])
         self._inputs = {i.name for i in self._session.get_inputs()}
         self.dim = int(self._session.get_outputs()[0].shape[-1])
 
     def embed(self, texts: Sequence[str], *, progress: bool | None = None) -> np.ndarray:
-        """Unit-norm float32 vectors, one row per text, in input order."""
+        """Unit-norm float32 vectors, one row per text, in input order.
+
+        Batches run on ``threads`` worker threads, each batch by one single-threaded ORT run: a
+        run on a few tokens parallelises badly inside (one text per pass for int8), while whole
+        runs side by side keep every core busy. On 2 cores this embedded int8 MiniLM 2.1-2.3x
+        faster in wall time than one run with 2 intra-op threads on entity names and relation
+        phrases, 1.6x on MuSiQue passages, with less CPU time and bit-identical vectors
+        (docs/embeddings.md, "Parallel runs").
+        """
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -269,10 +283,25 @@ class OnnxEmbedder:
         show = progress_enabled(len(texts) >= PROGRESS_MIN if progress is None else progress)
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # little padding per batch
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        starts = range(0, len(texts), self.batch_size)
-        for s in tqdm(starts, disable=not show, desc="embed (onnx)"):
-            rows = order[s : s + self.batch_size]
-            out[rows] = self._forward([texts[i] for i in rows])
+        batches = [order[s : s + self.batch_size] for s in range(0, len(texts), self.batch_size)]
+        # a task = a few batches (the pool then pays little per text), at least 4 tasks per worker
+        per = max(1, min(_BATCHES_PER_TASK, len(batches) // (4 * self.threads)))
+        tasks = [batches[s : s + per] for s in range(0, len(batches), per)]
+
+        def run(task: list[list[int]]) -> int:
+            for rows in task:
+                out[rows] = self._forward([texts[i] for i in rows])
+            return sum(len(rows) for rows in task)
+
+        with tqdm(total=len(texts), disable=not show, desc="embed (onnx)") as bar:
+            workers = min(self.threads, len(tasks))
+            if workers <= 1:
+                for task in tasks:
+                    bar.update(run(task))
+            else:
+                with ThreadPoolExecutor(workers, thread_name_prefix="kgrag-embed") as pool:
+                    for done in pool.map(run, tasks):
+                        bar.update(done)
         return normalize_rows(out)
 
     def _forward(self, batch: list[str]) -> np.ndarray:
@@ -305,6 +334,14 @@ def _load_tokenizer(model_dir: Path):
     pad_id = tok.token_to_id("[PAD]")
     tok.enable_padding(pad_id=0 if pad_id is None else pad_id, pad_token="[PAD]")
     return tok
+
+
+def _cpus() -> int:
+    """CPUs this process may run on (its affinity mask), else ``os.cpu_count()``."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 _SHARED: dict[str | None, OnnxEmbedder] = {}

@@ -97,6 +97,50 @@ def test_batch_size_does_not_change_vectors(fp32):
     np.testing.assert_allclose(a, fp32.embed(texts), atol=1e-5)
 
 
+def test_worker_threads_do_not_change_vectors(int8, fp32, texts):
+    """``threads`` runs batches side by side; every vector is bit-identical to one worker's and, for
+    int8 (one text per pass), to the text embedded alone."""
+    for emb in (int8, fp32):
+        old = emb.threads
+        try:
+            emb.threads = 1
+            one = emb.embed(texts, progress=False)
+            emb.threads = 3
+            three = emb.embed(texts, progress=False)
+        finally:
+            emb.threads = old
+        assert np.array_equal(one, three)
+    alone = np.vstack([int8.embed([t], progress=False) for t in texts[:12]])
+    assert np.array_equal(alone, int8.embed(texts[:12], progress=False))
+
+
+def test_worker_threads_run_side_by_side(int8, monkeypatch):
+    """With 2 threads two runs overlap (ORT's run releases the GIL); with 1 they never do."""
+    import threading
+    import time
+
+    real, lock, state = int8._forward, threading.Lock(), {"now": 0, "most": 0}
+
+    def forward(batch):
+        with lock:
+            state["now"] += 1
+            state["most"] = max(state["most"], state["now"])
+        time.sleep(0.002)
+        try:
+            return real(batch)
+        finally:
+            with lock:
+                state["now"] -= 1
+
+    monkeypatch.setattr(int8, "_forward", forward)
+    texts = [f"entity number {i}" for i in range(64)]
+    for threads, most in ((1, 1), (2, 2)):
+        monkeypatch.setattr(int8, "threads", threads)
+        state["most"] = 0
+        int8.embed(texts, progress=False)
+        assert state["most"] == most
+
+
 def test_names_differ_from_torch_embedder(fp32, int8):
     names = {torch_embedder().name, fp32.name, int8.name}
     assert len(names) == 3
