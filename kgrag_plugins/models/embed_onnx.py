@@ -37,6 +37,8 @@ _OPSET = 17
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 #: Batches per worker-thread task in :meth:`OnnxEmbedder.embed`.
 _BATCHES_PER_TASK = 8
+#: Default cap on :meth:`OnnxEmbedder.embed`'s worker threads (memory: one batch in flight each).
+MAX_WORKERS = 4
 _MISSING = (
     "OnnxEmbedder needs onnxruntime (and onnx to create the int8 model): "
     "pip install onnxruntime onnx, or use the default sentence-transformers embedder"
@@ -211,9 +213,11 @@ class OnnxEmbedder:
             to 0.02 per component); one text per pass keeps every vector a function of its text
             alone (what an index needs: a passage added later, a cached vector and a query match a
             full build), and lost no throughput on 2 cores (no padding).
-        threads: texts embedded at once, each by its own single-threaded ORT run on a worker
-            thread (``run`` releases the GIL); default one per CPU this process may use. Vectors
-            do not depend on it: each text's run is the same computation whatever the count.
+        threads: batches embedded at once, each by its own ORT run on a worker thread (``run``
+            releases the GIL); default one per CPU this process may use, at most
+            :data:`MAX_WORKERS` (a fp32 batch of 64 long texts holds a few hundred MB while it
+            runs). CPUs beyond the workers go to ORT's intra-op pool (one thread per run on 2
+            cores). Vectors do not depend on either count (measured bit-identical).
         cache_dir: where the exported model is kept (default :func:`onnx_cache_dir`).
 
     ``name`` differs from the torch embedder's (``...+onnx`` / ``...+onnx-int8``), so an index
@@ -250,10 +254,10 @@ class OnnxEmbedder:
         #: Word pieces one vector sees (``max_seq_length`` less [CLS] and [SEP]).
         self.max_tokens = int(trunc["max_length"]) - 2 if trunc else 510
         self._offsets = offsets_tokenizer(self._tokenizer)
-        #: Worker threads of :meth:`embed`; each ORT run is single-threaded (see :meth:`embed`).
-        self.threads = max(1, int(threads)) if threads else _cpus()
+        #: Worker threads of :meth:`embed` (see :meth:`embed`).
+        self.threads = max(1, int(threads)) if threads else min(_cpus(), MAX_WORKERS)
         so = ort.SessionOptions()
-        so.intra_op_num_threads = 1
+        so.intra_op_num_threads = max(1, _cpus() // self.threads)
         so.inter_op_num_threads = 1
         # Parallelism comes from embed's worker threads, not ORT's intra-op pool (one thread per
         # run). With an intra-op pool, ORT's workers spun while waiting for work and burnt the cores
@@ -268,12 +272,12 @@ class OnnxEmbedder:
     def embed(self, texts: Sequence[str], *, progress: bool | None = None) -> np.ndarray:
         """Unit-norm float32 vectors, one row per text, in input order.
 
-        Batches run on ``threads`` worker threads, each batch by one single-threaded ORT run: a
-        run on a few tokens parallelises badly inside (one text per pass for int8), while whole
-        runs side by side keep every core busy. On 2 cores this embedded int8 MiniLM 2.1-2.3x
-        faster in wall time than one run with 2 intra-op threads on entity names and relation
-        phrases, 1.6x on MuSiQue passages, with less CPU time and bit-identical vectors
-        (docs/embeddings.md, "Parallel runs").
+        Batches run on ``threads`` worker threads, each batch by one ORT run (single-threaded on
+        up to :data:`MAX_WORKERS` CPUs): a run on a few tokens parallelises badly inside (one text
+        per pass for int8), while whole runs side by side keep every core busy. On 2 cores this
+        embedded int8 MiniLM 2.1-2.3x faster in wall time than one run with 2 intra-op threads on
+        entity names and relation phrases, 1.6x on MuSiQue passages, with less CPU time and
+        bit-identical vectors (docs/embeddings.md, "Parallel runs").
         """
         texts = list(texts)
         if not texts:

@@ -141,6 +141,13 @@ def test_worker_threads_run_side_by_side(int8, monkeypatch):
         assert state["most"] == most
 
 
+def test_default_workers_follow_the_cpus_up_to_the_cap(onnx_dir, monkeypatch):
+    for cpus, workers in ((1, 1), (2, 2), (64, embed_onnx.MAX_WORKERS)):
+        monkeypatch.setattr(embed_onnx, "_cpus", lambda cpus=cpus: cpus)
+        assert OnnxEmbedder(quantize="int8", cache_dir=onnx_dir).threads == workers
+    assert OnnxEmbedder(quantize="int8", cache_dir=onnx_dir, threads=7).threads == 7
+
+
 def test_names_differ_from_torch_embedder(fp32, int8):
     names = {torch_embedder().name, fp32.name, int8.name}
     assert len(names) == 3
