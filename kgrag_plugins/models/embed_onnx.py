@@ -259,11 +259,11 @@ class OnnxEmbedder:
         so = ort.SessionOptions()
         so.intra_op_num_threads = max(1, _cpus() // self.threads)
         so.inter_op_num_threads = 1
-        # Parallelism comes from embed's worker threads, not ORT's intra-op pool (one thread per
-        # run). With an intra-op pool, ORT's workers spun while waiting for work and burnt the cores
-        # that spaCy, Chroma or another process need (spinning off: int8 MiniLM embedded 39-51
-        # MuSiQue passages per CPU-second instead of 21-23, a /tmp script on the 2-core box under
-        # load); spinning stays off in case a build of ORT starts a pool anyway.
+        # Parallelism comes mainly from embed's worker threads; ORT's intra-op pool only gets the
+        # CPUs beyond them (none on 2 cores). Its workers spin while waiting for work by default and
+        # burn the cores that spaCy, Chroma or another process need (spinning off: int8 MiniLM
+        # embedded 39-51 MuSiQue passages per CPU-second instead of 21-23, a /tmp script on the
+        # 2-core box under load), so spinning stays off.
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = ort.InferenceSession(str(self.model_file), so, providers=["CPUExecutionProvider"])
         self._inputs = {i.name for i in self._session.get_inputs()}
