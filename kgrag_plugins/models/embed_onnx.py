@@ -255,9 +255,10 @@ class OnnxEmbedder:
         self.max_tokens = int(trunc["max_length"]) - 2 if trunc else 510
         self._offsets = offsets_tokenizer(self._tokenizer)
         #: Worker threads of :meth:`embed` (see :meth:`embed`).
-        self.threads = max(1, int(threads)) if threads else min(_cpus(), MAX_WORKERS)
+        cpus = _cpus()
+        self.threads = max(1, int(threads)) if threads else min(cpus, MAX_WORKERS)
         so = ort.SessionOptions()
-        so.intra_op_num_threads = max(1, _cpus() // self.threads)
+        so.intra_op_num_threads = max(1, cpus // self.threads)
         so.inter_op_num_threads = 1
         # Parallelism comes mainly from embed's worker threads; ORT's intra-op pool only gets the
         # CPUs beyond them (none on 2 cores). Its workers spin while waiting for work by default and
