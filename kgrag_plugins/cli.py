@@ -395,7 +395,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(local:smollm2), an Ollama model (ollama:smollm2:135m), a LiteLLM model string, or the scripted LLM "
         "(default: $KGRAG_LLM_BASE_URL)",
     )
-    b.add_argument("--llm-deadline", type=float, default=None, metavar="SECONDS", help="--qa: seconds per LLM call")
+    b.add_argument(
+        "--llm-deadline",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="--qa: seconds per LLM call, retries included (HTTP backends: one attempt may use all of it)",
+    )
     b.add_argument("--max-tokens", type=int, default=None, metavar="N", help="--qa: default reply budget in tokens")
     b.add_argument(
         "--passage-chars",

@@ -35,6 +35,9 @@ __all__ = ["NO_LLM_MESSAGE", "resolve_llm", "start_vllm"]
 
 logger = logging.getLogger(__name__)
 
+#: :class:`~kgrag_plugins.models.llm.OpenAICompatibleLLM`'s default seconds per attempt.
+DEFAULT_ATTEMPT_TIMEOUT = 60.0
+
 NO_LLM_MESSAGE = (
     "--qa needs an LLM: give --llm URL (an OpenAI-compatible endpoint, e.g. http://localhost:8000/v1, "
     "with --llm-model or KGRAG_LLM_MODEL), --llm vllm:PATH (start `vllm serve PATH`; vLLM lives in its "
@@ -69,10 +72,17 @@ def resolve_llm(
     spec: str | None, model: str | None = None, *, deadline: float | None = None, max_tokens: int | None = None
 ) -> tuple[Any, str, Callable[[], None]]:
     """``(llm, description, close)`` for an ``--llm`` value (see the module docstring). ``deadline``:
-    seconds per call (``--llm-deadline``); ``max_tokens``: the default reply budget (``--max-tokens``)."""
+    seconds per call (``--llm-deadline``); ``max_tokens``: the default reply budget (``--max-tokens``).
+
+    For the HTTP clients a ``deadline`` above the per-attempt timeout (60 s) also raises that
+    timeout to it: on a slow CPU server a long note legitimately takes minutes, and a 60 s attempt
+    would be abandoned and sent again until the deadline ran out (a hung server is still bounded by
+    the deadline)."""
     opts: dict[str, Any] = {}
+    http: dict[str, Any] = {}
     if deadline is not None:
         opts["deadline"] = deadline
+        http["timeout"] = max(float(deadline), DEFAULT_ATTEMPT_TIMEOUT)
     if max_tokens is not None:
         opts["default_max_tokens"] = max_tokens
 
@@ -83,7 +93,7 @@ def resolve_llm(
     if not spec:
         if not env("LLM_BASE_URL"):
             raise ValueError(NO_LLM_MESSAGE)
-        llm = OpenAICompatibleLLM.from_env(**({"model": model} if model else {}), **opts)
+        llm = OpenAICompatibleLLM.from_env(**({"model": model} if model else {}), **opts, **http)
         return llm, f"{llm.base_url} ({llm.model})", llm.close
     if spec == "scripted":
         return ScriptedQALLM(), "scripted", nothing
@@ -91,7 +101,8 @@ def resolve_llm(
         path = spec[len("vllm:") :]
         if not path:
             raise ValueError("--llm vllm:PATH needs a model path or hub id after 'vllm:'")
-        llm, stop = start_vllm(path, **opts)
+        llm, stop = start_vllm(path, **opts)  # its own ``timeout`` is the server's start-up
+        llm.timeout = http.get("timeout", llm.timeout)
         return llm, f"vllm serve {path}", stop
     if spec.startswith("local:"):
         from ..models.local_llm import TransformersLLM
@@ -104,7 +115,7 @@ def resolve_llm(
         from ..models.ollama import OllamaLLM, parse_ollama_spec
 
         name, url = parse_ollama_spec(spec)
-        llm = OllamaLLM(name, url, **opts)
+        llm = OllamaLLM(name, url, **opts, **http)
         return llm, f"ollama:{name} at {mask_url(llm.base_url)}", llm.close
     if spec.startswith("litellm:"):
         from ..models.litellm_llm import LiteLLMLLM
@@ -118,6 +129,6 @@ def resolve_llm(
             raise ValueError(str(e)) from None
         return lite, f"litellm:{name}", lite.close
     if spec.startswith(("http://", "https://")):
-        llm = OpenAICompatibleLLM(base_url=spec, model=model, **opts)
+        llm = OpenAICompatibleLLM(base_url=spec, model=model, **opts, **http)
         return llm, f"{mask_url(spec)} ({llm.model})", llm.close  # the report names no password
     raise ValueError(f"--llm {spec!r}: " + NO_LLM_MESSAGE.split(": ", 1)[1])

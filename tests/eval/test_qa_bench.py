@@ -79,6 +79,15 @@ def test_llm_specs(monkeypatch, tmp_path, capsys):
         resolve_llm("http://127.0.0.1:9/v1")
     llm, name, close = resolve_llm("http://127.0.0.1:9/v1", "m")
     assert (llm.base_url, llm.model, name) == ("http://127.0.0.1:9/v1", "m", "http://127.0.0.1:9/v1 (m)")
+    assert llm.timeout == 60.0  # the client's default attempt
+    close()
+    # a deadline past the 60 s attempt lets one attempt use it (a slow CPU server's long note is not
+    # abandoned and resent); a shorter one leaves the attempt at 60 s, bounded by the deadline anyway
+    slow, _, close = resolve_llm("http://127.0.0.1:9/v1", "m", deadline=300)
+    assert (slow.deadline, slow.timeout) == (300.0, 300.0)
+    close()
+    quick, _, close = resolve_llm("http://127.0.0.1:9/v1", "m", deadline=5)
+    assert (quick.deadline, quick.timeout) == (5.0, 60.0)
     close()
     assert isinstance(resolve_llm("scripted")[0], ScriptedQALLM)
 

@@ -249,3 +249,37 @@ def test_first_note_runs_are_superseded_by_the_current_and_paired_per_question(t
     assert "`vanilla-rag:activation` Acc 0.50 vs `vanilla-rag` (dense) 0.41" in lines  # today's row
     without = "\n".join(page.summary_lines({"popqa": before}, None, note_first={"popqa": first}))
     assert "below: `write_note` 95% (popqa `vanilla-rag`)" in without and "paired" not in without
+
+
+def test_reader_ranking_run_gets_its_goal_line_pairs_and_section(tmp_path, monkeypatch):
+    """The READER_RANKING run is compared within itself: the reader-ranked activation row against
+    dense (its goal line, paired per question), the default ranking beside it; its fallbacks and
+    constrained replies count like any run's, and the page gets its section and table."""
+    import json
+
+    rr = page.READER_RANKING
+    accs = {"vanilla-rag": [1, 0, 0, 0, 1, 0], rr["default"]: [1, 0, 0, 1, 0, 0], rr["ranked"]: [1, 1, 1, 1, 0, 0]}
+    lines = [{"type": "header", "version": 1, "config": {}}]
+    lines += [
+        {"type": "question", "row": r, "i": i, "scores": {"acc": a}} for r, xs in accs.items() for i, a in enumerate(xs)
+    ]
+    (tmp_path / "reader.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    reader = _rep({"vanilla-rag": (0.33, True), rr["default"]: (0.33, True), rr["ranked"]: (0.40, False)})
+    reader.update(dataset="popqa", journal=str(tmp_path / "reader.jsonl"))
+    reports = {"popqa": _rep({"no-retrieval": (0.03, True), "vanilla-rag": (0.38, True)})}
+    got = "\n".join(page.summary_lines(reports, None, reader=reader, journal_dir=tmp_path))
+    # ranked 0.40 vs dense 0.33 in the same run: +7, paired 3 better (questions 1-3), 1 worse (question 4)
+    assert "`vanilla-rag:activation` Acc 0.40 vs `vanilla-rag` (dense) 0.33: +7 points (meets the +5-point goal)" in got
+    assert "paired against dense: 3 better, 1 worse (sign p 0.625)" in got
+    assert "the default ranking in the same run: Acc 0.33" in got
+    assert f"popqa (reader ranking)/{rr['ranked']} (20 %)" in got  # its fallbacks are checked
+    reader["results"][rr["ranked"]]["acc"] = 0.37
+    assert "+4 points (misses the +5-point goal)" in "\n".join(page.summary_lines(reports, None, reader=reader))
+    pm = load_script("benchmarks/qa_smollm2_page.py")  # the page module itself, its table stubbed
+    assert pm.reader_lines({"results": {"vanilla-rag": {"acc": 0.3}}}) == []  # no ranked row: no claim
+    monkeypatch.setattr(pm, "qa_markdown_table", lambda rep: f"TABLE {sorted(rep['results'])}")
+    pm.write_page(tmp_path / "page.md", reports, None, "cmd", reader=reader, journal_dir=tmp_path)
+    text = (tmp_path / "page.md").read_text()
+    section = text[text.index("## Activation ranked for the reader: popqa") :]
+    assert "bridge_promote=2.0, chain_check=True" in section and f"TABLE {sorted(reader['results'])}" in section
+    assert "+4 points (misses the +5-point goal)" in text.split("## Activation ranked")[0]  # in the summary

@@ -215,5 +215,6 @@ def test_vllm_spec_serves_the_known_name_with_the_client_options(smollm2_dir: st
     assert cmd[2] == smollm2_dir and cmd[cmd.index("--served-model-name") + 1] == "smollm2"
     assert "--enforce-eager" in cmd
     assert llm.model == "smollm2" and llm.deadline == 7 and llm.default_max_tokens == 11
+    assert llm.timeout == 60.0  # the client's attempt, not start_vllm's start-up timeout
     assert llm.structured == "vllm" and desc == "vllm serve smollm2"
     stop()
