@@ -128,59 +128,71 @@ def _row_run(row: str, *runs: dict[str, Any] | None) -> dict[str, Any]:
     return next((r for r in reversed(runs) if r and row in r.get("results", {})), {})
 
 
-def paired_change(before: dict[str, Any], after: dict[str, Any], row: str, journal_dir: Path | None) -> str:
-    """``"; paired: W better, L worse (sign p P)"``: ``row``'s per-question Acc in ``after``'s journal
-    against ``before``'s on the questions both finished (two-sided sign test); ``""`` when a journal
-    is missing."""
-    if journal_dir is None:
-        return ""
-    got = []
-    for rep in (before, after):
-        path = journal_dir / Path(str(rep.get("journal", ""))).name
-        if not rep.get("journal") or not path.is_file():
-            return ""
-        recs = read_journal(path)[1]
-        got.append({r["i"]: r["scores"]["acc"] for r in recs if r.get("type") == "question" and r["row"] == row})
-    ids = set(got[0]) & set(got[1])
-    better = sum(got[1][i] > got[0][i] for i in ids)
-    worse = sum(got[1][i] < got[0][i] for i in ids)
-    p = sign_test_p(better, worse)
-    return f"; paired: {better} better, {worse} worse (sign p {p:.3f})"
+def row_acc(run: dict[str, Any] | None, row: str, journal_dir: Path | None) -> dict[int, float] | None:
+    """``{question index: Acc}`` of ``row`` in ``run``'s journal (found in ``journal_dir`` by name);
+    ``None`` when there is no such journal."""
+    if not run or journal_dir is None or not run.get("journal"):
+        return None
+    path = journal_dir / Path(str(run["journal"])).name
+    if not path.is_file():
+        return None
+    recs = read_journal(path)[1]
+    return {r["i"]: r["scores"]["acc"] for r in recs if r.get("type") == "question" and r["row"] == row}
 
 
-def paired_rows(run: dict[str, Any], base: str, row: str, journal_dir: Path | None) -> str:
-    """``"W better, L worse (sign p P)"``: ``row`` against ``base`` question by question in one run's
-    journal (two-sided sign test); ``""`` when the journal is missing."""
-    path = journal_dir / Path(str(run.get("journal", ""))).name if journal_dir is not None else None
-    if path is None or not run.get("journal") or not path.is_file():
+def pairs(before: dict[int, float] | None, after: dict[int, float] | None) -> str:
+    """``"W better, L worse (sign p P)"``: ``after`` against ``before`` on the questions both have
+    (two-sided sign test); ``""`` when either is missing."""
+    if before is None or after is None:
         return ""
-    acc: dict[str, dict[int, float]] = {base: {}, row: {}}
-    for r in read_journal(path)[1]:
-        if r.get("type") == "question" and r["row"] in acc:
-            acc[r["row"]][r["i"]] = r["scores"]["acc"]
-    ids = set(acc[base]) & set(acc[row])
-    better = sum(acc[row][i] > acc[base][i] for i in ids)
-    worse = sum(acc[row][i] < acc[base][i] for i in ids)
+    ids = set(before) & set(after)
+    better = sum(after[i] > before[i] for i in ids)
+    worse = sum(after[i] < before[i] for i in ids)
     return f"{better} better, {worse} worse (sign p {sign_test_p(better, worse):.3f})"
 
 
-def reader_lines(run: dict[str, Any], journal_dir: Path | None = None) -> list[str]:
+def paired_change(before: dict[str, Any], after: dict[str, Any], row: str, journal_dir: Path | None) -> str:
+    """``"; paired: W better, L worse (sign p P)"``: ``row``'s per-question Acc in ``after``'s journal
+    against ``before``'s on the questions both finished; ``""`` when a journal is missing."""
+    got = pairs(row_acc(before, row, journal_dir), row_acc(after, row, journal_dir))
+    return f"; paired: {got}" if got else ""
+
+
+def reader_lines(
+    run: dict[str, Any], journal_dir: Path | None = None, before: dict[str, Any] | None = None
+) -> list[str]:
     """The :data:`READER_RANKING` run's goal line: activation ranked for the reader against dense in
-    the same run, with the default ranking of that run beside it and the per-question pairs."""
+    the same run, paired per question, with the default ranking of that run beside it; and, given
+    ``before`` (an earlier run holding ``vanilla-rag`` and ``vanilla-rag:activation``), how much the
+    same two configurations moved between the runs, question by question."""
     rr, res = READER_RANKING, run["results"]
     dense, default, ranked = (res.get(k, {}).get("acc") for k in ("vanilla-rag", rr["default"], rr["ranked"]))
     if dense is None or ranked is None:
         return []
     ok = round(100 * (ranked - dense), 6) >= 5
-    pair = paired_rows(run, "vanilla-rag", rr["ranked"], journal_dir)
-    other = f"; the default ranking in the same run: Acc {default:.2f}" if default is not None else ""
-    return [
+    pair = pairs(row_acc(run, "vanilla-rag", journal_dir), row_acc(run, rr["ranked"], journal_dir))
+    lines = [
         f"- {rr['dataset']}, activation ranked for the reader (`bridge_promote=2.0, chain_check=True`), one run: "
         f"`vanilla-rag:activation` Acc {ranked:.2f} vs `vanilla-rag` (dense) {dense:.2f}: "
         f"{100 * (ranked - dense):+.0f} points ({'meets' if ok else 'misses'} the +5-point goal)"
         + (f"; paired against dense: {pair}" if pair else "")
-        + f"{other}."
+        + (f"; the default ranking in the same run: Acc {default:.2f}" if default is not None else "")
+        + "."
     ]
+    old = (before or {}).get("results", {})
+    moved = []
+    for now_row, old_row in (("vanilla-rag", "vanilla-rag"), (rr["default"], "vanilla-rag:activation")):
+        if now_row in res and old_row in old:
+            got = pairs(row_acc(before, old_row, journal_dir), row_acc(run, now_row, journal_dir))
+            moved.append(
+                f"`{old_row}` {old[old_row]['acc']:.2f} -> {res[now_row]['acc']:.2f}" + (f" ({got})" if got else "")
+            )
+    if moved:
+        lines.append(
+            f"- {rr['dataset']}, the same configurations in two runs (`{Path(str(before.get('journal'))).name}`, "
+            f"then this one): {'; '.join(moved)}."
+        )
+    return lines
 
 
 def reader_section() -> list[str]:
@@ -272,7 +284,7 @@ def summary_lines(
                     f"`vanilla-rag:activation` Acc {b_act:.2f} vs `vanilla-rag` {b_dense:.2f}: "
                     f"{100 * (b_act - b_dense):+.0f} points ({'meets' if ok else 'misses'} the +5-point goal)."
                 )
-        lines += reader_lines(reader, journal_dir) if reader else []
+        lines += reader_lines(reader, journal_dir, (note or {}).get("popqa")) if reader else []
         if nor is not None:
             beat = [s for s, r in pop["results"].items() if s != "no-retrieval" and r["acc"] > nor]
             rest = [s for s in pop["results"] if s != "no-retrieval" and s not in beat]

@@ -273,6 +273,18 @@ def test_reader_ranking_run_gets_its_goal_line_pairs_and_section(tmp_path, monke
     assert "paired against dense: 3 better, 1 worse (sign p 0.625)" in got
     assert "the default ranking in the same run: Acc 0.33" in got
     assert f"popqa (reader ranking)/{rr['ranked']} (20 %)" in got  # its fallbacks are checked
+    # an earlier run of the same two configurations: how far each moved, question by question
+    old = [{"type": "header", "version": 1, "config": {}}]
+    then = [1, 1, 0, 0, 1, 0]
+    old += [{"type": "question", "row": "vanilla-rag", "i": i, "scores": {"acc": a}} for i, a in enumerate(then)]
+    old += [{"type": "question", "row": "vanilla-rag:activation", "i": i, "scores": {"acc": 0}} for i in range(6)]
+    (tmp_path / "old.jsonl").write_text("".join(json.dumps(x) + "\n" for x in old))
+    before = _rep({"vanilla-rag": (0.50, True), "vanilla-rag:activation": (0.0, True)})
+    before["journal"] = "/elsewhere/old.jsonl"  # found in journal_dir by name
+    moved = "\n".join(page.summary_lines(reports, None, reader=reader, journal_dir=tmp_path, note={"popqa": before}))
+    assert "the same configurations in two runs (`old.jsonl`, then this one): `vanilla-rag` 0.50 -> 0.33 " in moved
+    assert "(0 better, 1 worse (sign p 1.000)); `vanilla-rag:activation` 0.00 -> 0.33 (2 better, 0 worse" in moved
+    assert "two runs" not in got  # without an earlier run, no such line
     reader["results"][rr["ranked"]]["acc"] = 0.37
     assert "+4 points (misses the +5-point goal)" in "\n".join(page.summary_lines(reports, None, reader=reader))
     pm = load_script("benchmarks/qa_smollm2_page.py")  # the page module itself, its table stubbed
