@@ -42,12 +42,24 @@ from qa_smollm2_page import (  # noqa: E402  (re-exported: what runs where, the 
     THROUGHPUT,
     budget_section,
     paired_change,
+    pairs,
+    row_acc,
     summary_lines,
     valid_rate_lines,
     write_page,
 )
 
-__all__ = ["budget_section", "main", "note_systems", "paired_change", "summary_lines", "valid_rate_lines", "write_page"]
+__all__ = [
+    "budget_section",
+    "main",
+    "note_systems",
+    "paired_change",
+    "pairs",
+    "row_acc",
+    "summary_lines",
+    "valid_rate_lines",
+    "write_page",
+]
 
 logger = logging.getLogger("benchmarks.qa_smollm2")
 

@@ -271,7 +271,9 @@ def test_reader_ranking_run_gets_its_goal_line_pairs_and_section(tmp_path, monke
     # ranked 0.40 vs dense 0.33 in the same run: +7, paired 3 better (questions 1-3), 1 worse (question 4)
     assert "`vanilla-rag:activation` Acc 0.40 vs `vanilla-rag` (dense) 0.33: +7 points (meets the +5-point goal)" in got
     assert "paired against dense: 3 better, 1 worse (sign p 0.625)" in got
-    assert "the default ranking in the same run: Acc 0.33" in got
+    # the shipped ranking against dense in the same run: +0, paired 1 better (question 3), 1 worse (question 4)
+    assert "activation as shipped: `vanilla-rag:activation` Acc 0.33 vs `vanilla-rag` (dense) 0.33: +0 points" in got
+    assert "+0 points (misses the +5-point goal); paired against dense: 1 better, 1 worse (sign p 1.000)." in got
     assert f"popqa (reader ranking)/{rr['ranked']} (20 %)" in got  # its fallbacks are checked
     # an earlier run of the same two configurations: how far each moved, question by question
     old = [{"type": "header", "version": 1, "config": {}}]
@@ -292,6 +294,30 @@ def test_reader_ranking_run_gets_its_goal_line_pairs_and_section(tmp_path, monke
     monkeypatch.setattr(pm, "qa_markdown_table", lambda rep: f"TABLE {sorted(rep['results'])}")
     pm.write_page(tmp_path / "page.md", reports, None, "cmd", reader=reader, journal_dir=tmp_path)
     text = (tmp_path / "page.md").read_text()
-    section = text[text.index("## Activation ranked for the reader: popqa") :]
+    section = text[text.index("## popqa rerun: dense, activation as shipped") :]
     assert "bridge_promote=2.0, chain_check=True" in section and f"TABLE {sorted(reader['results'])}" in section
-    assert "+4 points (misses the +5-point goal)" in text.split("## Activation ranked")[0]  # in the summary
+    assert "+4 points (misses the +5-point goal)" in text.split("## popqa rerun")[0]  # in the summary
+
+
+def test_the_readme_reader_ranking_table_is_the_committed_report():
+    """The README's PopQA rerun table is the committed ``qa-smollm2-popqa-reader`` report, its
+    paired column the report's journal, question by question."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    table = readme[readme.index("| PopQA, one run | Acc |") :].split("\n\n")[0]
+    rr = page.READER_RANKING
+    qa = root / "docs" / "benchmarks" / "qa"
+    report = json.loads((qa / f"qa-smollm2-{rr['dataset']}-{rr['journal']}.json").read_text())
+    rows = table.splitlines()[2:]
+    assert len(rows) == len(report["results"]) == 3
+    dense = page.row_acc(report, "vanilla-rag", qa)
+    for line, name in zip(rows, ["vanilla-rag", rr["default"], rr["ranked"]]):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        r = report["results"][name]
+        assert cells[1].strip("*") == f"{r['acc']:.2f}" and cells[2] == f"{r['tokens_per_q']['prompt']:.0f}"
+        if name != "vanilla-rag":
+            got = page.pairs(dense, page.row_acc(report, name, qa))
+            assert got.startswith(cells[3].replace(" / ", " better, ") + " worse"), (cells[3], got)
