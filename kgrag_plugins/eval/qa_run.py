@@ -346,6 +346,15 @@ def _question_record(
     }
 
 
+def _slow_hint(errors: list[dict[str, Any]]) -> str:
+    """A hint when the calls ran out of time rather than finding no server: a slow server (a
+    small CPU box, many questions in flight) needs a longer deadline or fewer questions at once."""
+    text = " ".join(str(e.get("error", "")) for e in errors).lower()
+    if "deadline" in text or "timed out" in text or any(e.get("type") == "LLMTimeoutError" for e in errors):
+        return " (the calls timed out: give a slow server a longer --llm-deadline or a lower --concurrency)"
+    return ""
+
+
 def run_questions(
     run: Callable[[str], Answer],
     questions: Sequence[Question],
@@ -384,7 +393,7 @@ def run_questions(
                 raise QARunAborted(
                     f"QA run stopped: {row}, question {i + 1} ({q.id}): the LLM was unavailable in "
                     f"{attempt} attempts ({why}); {journal.n_done} finished questions are in "
-                    f"{journal.path or 'memory'}; rerun with --resume to continue"
+                    f"{journal.path or 'memory'}; rerun with --resume to continue" + _slow_hint(errors)
                 )
             wait = _retry_wait(llm, retry_wait)
             logger.warning(

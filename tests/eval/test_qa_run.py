@@ -151,6 +151,19 @@ def test_persistent_outage_stops_with_one_line_and_resumes(sleeps, tmp_path, mon
     assert _no_timing(report) == _no_timing(clean)
 
 
+def test_an_outage_of_timeouts_names_the_deadline_and_concurrency(sleeps):
+    """Calls that run out of time (a slow server, not a missing one) stop the run with a hint to
+    raise --llm-deadline or lower --concurrency; a server that is not there gets no such hint."""
+    slow = FlakyLLM(lambda n: LLMTimeoutError("got no reply within its 30s deadline") if n >= 2 else None)
+    with pytest.raises(QARunAborted, match="rerun with --resume") as err:
+        _bench(slow, ["no-retrieval"], 3, journal=False)
+    assert "longer --llm-deadline or a lower --concurrency" in str(err.value)
+    down = FlakyLLM(lambda n: LLMUnavailableError("connection refused") if n >= 2 else None)
+    with pytest.raises(QARunAborted) as err:
+        _bench(down, ["no-retrieval"], 3, journal=False)
+    assert "--llm-deadline" not in str(err.value)
+
+
 def test_abort_with_concurrency_keeps_finished_questions(sleeps, tmp_path):
     llm = FlakyLLM(lambda n: LLMUnavailableError("down") if n >= 3 else None)
     with pytest.raises(QARunAborted, match="rerun with --resume"):
