@@ -321,3 +321,9 @@ def test_the_readme_reader_ranking_table_is_the_committed_report():
         if name != "vanilla-rag":
             got = page.pairs(dense, page.row_acc(report, name, qa))
             assert got.startswith(cells[3].replace(" / ", " better, ") + " worse"), (cells[3], got)
+    # the third run's sentence is its committed report
+    third = json.loads((qa / "qa-smollm2-popqa-rerun.json").read_text())["results"]
+    said = " ".join(readme[readme.index("A third run") :].split("\n\n")[0].split())
+    dense, act = third["vanilla-rag"]["acc"], third["vanilla-rag:activation"]["acc"]
+    assert f"gave dense {dense:.2f} and activation {act:.2f}" in said
+    assert f"+{100 * (act - dense):.0f} points" in said
