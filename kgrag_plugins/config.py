@@ -21,6 +21,8 @@ def env(name: str, default: str | None = None) -> str | None:
 
 #: Total seconds one LLM call may take, retries and backoff included (``KGRAG_LLM_DEADLINE``).
 DEFAULT_LLM_DEADLINE = 30.0
+#: Seconds one HTTP attempt of an LLM call may take by default (never more than the deadline left).
+DEFAULT_LLM_ATTEMPT_TIMEOUT = 60.0
 #: Consecutive failed LLM attempts that open a client's circuit breaker (``KGRAG_LLM_BREAKER_FAILURES``).
 DEFAULT_LLM_BREAKER_FAILURES = 3
 #: Seconds an open circuit breaker fails calls fast before one trial call (``KGRAG_LLM_BREAKER_COOLDOWN``).

@@ -27,16 +27,13 @@ from collections.abc import Callable
 from typing import Any
 
 from .._secrets import mask_url
-from ..config import env
+from ..config import DEFAULT_LLM_ATTEMPT_TIMEOUT, env
 from ..models.llm import OpenAICompatibleLLM
 from .scripted import ScriptedQALLM
 
 __all__ = ["NO_LLM_MESSAGE", "resolve_llm", "start_vllm"]
 
 logger = logging.getLogger(__name__)
-
-#: :class:`~kgrag_plugins.models.llm.OpenAICompatibleLLM`'s default seconds per attempt.
-DEFAULT_ATTEMPT_TIMEOUT = 60.0
 
 NO_LLM_MESSAGE = (
     "--qa needs an LLM: give --llm URL (an OpenAI-compatible endpoint, e.g. http://localhost:8000/v1, "
@@ -74,7 +71,8 @@ def resolve_llm(
     """``(llm, description, close)`` for an ``--llm`` value (see the module docstring). ``deadline``:
     seconds per call (``--llm-deadline``); ``max_tokens``: the default reply budget (``--max-tokens``).
 
-    For the HTTP clients a ``deadline`` above the per-attempt timeout (60 s) also raises that
+    For the HTTP clients a ``deadline`` above the per-attempt timeout
+    (:data:`~kgrag_plugins.config.DEFAULT_LLM_ATTEMPT_TIMEOUT`, 60 s) also raises that
     timeout to it: on a slow CPU server a long note legitimately takes minutes, and a 60 s attempt
     would be abandoned and sent again until the deadline ran out (a hung server is still bounded by
     the deadline)."""
@@ -82,7 +80,7 @@ def resolve_llm(
     http: dict[str, Any] = {}
     if deadline is not None:
         opts["deadline"] = deadline
-        http["timeout"] = max(float(deadline), DEFAULT_ATTEMPT_TIMEOUT)
+        http["timeout"] = max(float(deadline), DEFAULT_LLM_ATTEMPT_TIMEOUT)
     if max_tokens is not None:
         opts["default_max_tokens"] = max_tokens
 

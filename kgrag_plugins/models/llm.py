@@ -28,7 +28,7 @@ import httpx
 
 from .._secrets import redact, register_secret, split_userinfo
 from ..adapters import GROUP, hook
-from ..config import DEFAULT_LLM_DEADLINE, env, env_number
+from ..config import DEFAULT_LLM_ATTEMPT_TIMEOUT, DEFAULT_LLM_DEADLINE, env, env_number
 from .breaker import CircuitBreaker, LLMError, LLMResponseError, LLMTimeoutError, LLMUnavailableError
 from .logprobs import (
     DEFAULT_TOP_LOGPROBS,
@@ -128,7 +128,7 @@ class OpenAICompatibleLLM:
         base_url: str | None = None,
         model: str | None = None,
         api_key: str | None = None,
-        timeout: float = 60.0,
+        timeout: float = DEFAULT_LLM_ATTEMPT_TIMEOUT,
         max_retries: int = 2,
         backoff: float = 0.5,
         default_max_tokens: int | None = 512,
