@@ -82,6 +82,16 @@ GRID: dict[str, dict[str, Any]] = {
     "no-bm25-chain-second-0.2": {"bm25_seeds": 0, "bridge_promote": 0.2, "chain_check": True},
     "no-bm25-chain-second-always": {"bm25_seeds": 0, "bridge_promote": 2.0, "chain_check": True},
     "bm25-mass-0.1-chain-second-always": {"bm25_mass": 0.1, "bridge_promote": 2.0, "chain_check": True},
+    # added 2026-11-29 after a per-question look at MuSiQue's R@2 misses under the fold's choice
+    # (bm25-mass-0.25-chain-second-always): place 2 often held a page unrelated to place 1 while a
+    # passage sharing a bridge entity with it sat at places 3-5 (ActivationRetriever(second_hop=True))
+    "bm25-mass-0.25-chain-second-always-second-hop": {
+        "bm25_mass": 0.25,
+        "bridge_promote": 2.0,
+        "chain_check": True,
+        "second_hop": True,
+    },
+    "second-hop": {"second_hop": True},
     # issue 36 (cost follows the sources, not the graph): residual push below PUSH_MIN_NODES too
     "push": {"spreading": "push"},
     "power": {"spreading": "power"},

@@ -19,7 +19,6 @@ share live here:
 from __future__ import annotations
 
 import random
-import re
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,6 +30,7 @@ import numpy as np
 from ..index.graph import KnowledgeGraph
 from ..index.store import KnowledgeIndex
 from ..types import Evidence, Fact, ScoredPassage, note_fallback
+from .activation_rank import TitleMentions, bridge_rank, second_hop  # noqa: F401  (TitleMentions: re-exported)
 from .base import Retriever
 
 #: KG-Infused RAG caps (docs/methods.md §1(b)).
@@ -274,16 +274,6 @@ class ActivationMemory:
 
 
 # =========================================================================== the recommended retriever
-_WORD = re.compile(r"\w+")
-
-
-def _words(text: str) -> list[str]:
-    """Case- and accent-folded word tokens (the comparison form of titles and passage text)."""
-    from ..index.builders.linking import fold
-
-    return _WORD.findall(fold(text))
-
-
 def _rrf(*scores: np.ndarray, k: int = 60, depth: int = 100) -> np.ndarray:
     """Reciprocal-rank fusion of score vectors over the same passages (top ``depth`` of each)."""
     out = np.zeros(len(scores[0]))
@@ -291,48 +281,6 @@ def _rrf(*scores: np.ndarray, k: int = 60, depth: int = 100) -> np.ndarray:
         top = np.argsort(-sc, kind="stable")[:depth]
         out[top] += 1.0 / (k + 1 + np.arange(len(top)))
     return out
-
-
-class TitleMentions:
-    """Which titled passages a passage's text names: a passage-title "hyperlink" table.
-
-    Wikipedia-style corpora link a page to the pages whose titles it mentions; a multi-hop
-    question's second passage is usually one of those pages (HotpotQA's bridge entity, the
-    object page of a PopQA fact). Built from the titles only (one dict entry per usable title,
-    without its disambiguation: "Paris (band)" -> "paris"); :meth:`named_in` scans one passage's
-    word n-grams at query time. Titles that are stop words, bare numbers or under three
-    characters are skipped.
-    """
-
-    def __init__(self, titles: Sequence[str], max_words: int = 8) -> None:
-        from ..index.builders.linking import title_base, usable_key
-
-        self._by_key: dict[str, list[int]] = {}
-        longest = 1
-        for pos, title in enumerate(titles):
-            words = _words(title_base(title)) if title and title.strip() else []
-            key = " ".join(words)
-            if len(key) < 3 or not usable_key(key):
-                continue
-            self._by_key.setdefault(key, []).append(pos)
-            longest = max(longest, len(words))
-        self._max = min(longest, max_words)
-
-    def __len__(self) -> int:
-        return len(self._by_key)
-
-    def named_in(self, text: str) -> set[int]:
-        """Positions of the passages whose title occurs (as whole words) in ``text``."""
-        if not self._by_key:
-            return set()
-        toks = _words(text)
-        found: set[int] = set()
-        for i in range(len(toks)):
-            for n in range(1, min(self._max, len(toks) - i) + 1):
-                hit = self._by_key.get(" ".join(toks[i : i + n]))
-                if hit:
-                    found.update(hit)
-        return found
 
 
 class _Cosines:
@@ -399,6 +347,10 @@ class ActivationRetriever(Retriever):
     hop) when its cosine to the question is at least the second passage's minus the margin;
     with ``chain_check`` only when place 2 holds no page the question or the first passage names
     by title and the question does not name the bridge page itself.
+    ``second_hop`` (:func:`~.activation_rank.second_hop`): when place 2 does not continue the
+    chain from place 1 (no page the question or the first passage names, no question entity's
+    page, no passage mentioning a *bridge entity*: one the first passage mentions and the
+    question does not), the top-k passage that does moves to place 2 (``trace["second_hop"]``).
 
     **Spreading** (``spreading``, ``"push"``): residual push (:meth:`push`, cost follows the
     sources' neighbourhood, not the graph), ``"power"`` (power iteration over the whole matrix, the
@@ -431,6 +383,7 @@ class ActivationRetriever(Retriever):
         bm25_mass: float = 1.0,
         bridge_promote: float | None = None,
         chain_check: bool = False,
+        second_hop: bool = False,
         fusion: str | None = None,
         spreading: str = "push",
         max_iter: int = 50,
@@ -467,6 +420,7 @@ class ActivationRetriever(Retriever):
         self.bm25_mass = bm25_mass
         self.bridge_promote = bridge_promote
         self.chain_check = chain_check
+        self.second_hop = second_hop
         self.fusion = fusion
         self.spreading = spreading
         self.max_iter = max_iter
@@ -627,6 +581,17 @@ class ActivationRetriever(Retriever):
         top = [int(i) for i in top[np.argsort(-psg[top], kind="stable")] if psg[i] > 0]
         store = self.index.passages
         top, bridged = self._bridge(top, k, sims, query)
+        if self.second_hop:
+            top, moved = second_hop(
+                top,
+                graph=self.index.graph,
+                passage_of=store.at,
+                question_entities=[e for e, _ in ent_w],
+                sims=sims,
+                query=query,
+            )
+            if moved:
+                trace["second_hop"] = moved
         passages = []
         for i in top:  # bridged passages keep the order they were placed in (scores non-increasing)
             score = float(psg[i]) if not passages else min(float(psg[i]), passages[-1].score)
@@ -649,34 +614,24 @@ class ActivationRetriever(Retriever):
         facts = self._facts(activated)
         return Evidence(query, passages, facts, trace)
 
-    def _bridge(self, top: list[int], k: int, sims: np.ndarray | None, query: str = "") -> tuple[list[int], list[int]]:
-        """Give the last ``min(bridge, k // 2)`` places of ``top`` to the pages the first passage
-        names by title (best cosine first, those not already kept). Returns (ranking, bridged)."""
+    def _bridge(self, top: list[int], k: int, sims: Any, query: str = "") -> tuple[list[int], list[int]]:
+        """Bridge expansion (:func:`~.activation_rank.bridge_rank`): the last ``min(bridge, k // 2)``
+        places go to the pages the first passage names by title. Returns (ranking, bridged)."""
         slots = min(self.bridge, k // 2)
         if not slots or not top or self._titles is None or sims is None:
             return top, []
-        first = top[0]
-        named = self._titles.named_in(self.index.passages.at(first).text) - {first}
-        keep = top[: k - slots]
-        pool = sorted(i for i in named if i not in keep)
-        score = dict(zip(pool, sims[np.array(pool, dtype=np.int64)].tolist())) if pool else {}  # one lookup
-        cands = sorted(pool, key=lambda i: (-score[i], i))[:slots]
-        if not cands:
-            return top, []
-        rest = [i for i in top if i not in keep and i not in cands]
-        if self._promote(keep, cands[0], named, sims, query):  # the chain's second hop after its first
-            return (keep[:1] + cands[:1] + keep[1:] + cands[1:] + rest)[:k], cands
-        return (keep + cands + rest)[:k], cands
-
-    def _promote(self, keep: list[int], cand: int, named: set[int], sims: Any, query: str) -> bool:
-        """Whether bridge page ``cand`` takes place 2 (``bridge_promote``, ``chain_check``)."""
-        margin = self.bridge_promote
-        if margin is None or len(keep) < 2 or float(sims[cand]) < float(sims[keep[1]]) - margin:
-            return False
-        if self.chain_check and self._titles is not None:  # place 2 already holds a hop of the chain
-            in_question = self._titles.named_in(query)
-            return keep[1] not in named and keep[1] not in in_question and cand not in in_question
-        return True
+        text_of = lambda i: self.index.passages.at(i).text  # noqa: E731
+        return bridge_rank(
+            top,
+            k,
+            slots,
+            titles=self._titles,
+            text_of=text_of,
+            sims=sims,
+            query=query,
+            promote=self.bridge_promote,
+            chain_check=self.chain_check,
+        )
 
     def _facts(self, activated: list[tuple[str, float]]) -> list[Fact]:
         """Triples joining two of the most activated entities, strongest first."""
