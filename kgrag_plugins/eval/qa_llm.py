@@ -75,7 +75,8 @@ def resolve_llm(
     (:data:`~kgrag_plugins.config.DEFAULT_LLM_ATTEMPT_TIMEOUT`, 60 s) also raises that
     timeout to it: on a slow CPU server a long note legitimately takes minutes, and a 60 s attempt
     would be abandoned and sent again until the deadline ran out (a hung server is still bounded by
-    the deadline)."""
+    the deadline). :class:`OpenAICompatibleLLM` applies the same rule when built without a ``timeout``;
+    it is explicit here for the other HTTP clients this resolves."""
     opts: dict[str, Any] = {}
     http: dict[str, Any] = {}
     if deadline is not None:

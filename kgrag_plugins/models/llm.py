@@ -105,6 +105,10 @@ class OpenAICompatibleLLM:
     retries and backoff included: each attempt waits at most ``min(timeout, time left)`` less a
     margin of at most 0.1 s (httpx applies it to connecting and to each read), and no retry starts
     once its backoff would reach the deadline; running out raises :class:`LLMTimeoutError`.
+    ``timeout`` (per attempt; default the larger of 60 s,
+    :data:`~kgrag_plugins.config.DEFAULT_LLM_ATTEMPT_TIMEOUT`, and the deadline): a deadline above
+    60 s lifts the attempt timeout with it, so a slow CPU server's long reply is waited for instead
+    of abandoned and sent again until the deadline runs out.
     ``breaker`` (default: a fresh :class:`CircuitBreaker` per client,
     ``KGRAG_LLM_BREAKER_FAILURES`` = 3 failed attempts, ``KGRAG_LLM_BREAKER_COOLDOWN`` = 30 s)
     makes calls to a dead endpoint fail fast with :class:`LLMUnavailableError`; pass one breaker
@@ -128,7 +132,7 @@ class OpenAICompatibleLLM:
         base_url: str | None = None,
         model: str | None = None,
         api_key: str | None = None,
-        timeout: float = DEFAULT_LLM_ATTEMPT_TIMEOUT,
+        timeout: float | None = None,
         max_retries: int = 2,
         backoff: float = 0.5,
         default_max_tokens: int | None = 512,
@@ -157,7 +161,9 @@ class OpenAICompatibleLLM:
         self.model = model
         self.api_key = api_key or env("LLM_API_KEY")
         register_secret(self.api_key)  # masked wherever redact() runs
-        self.timeout = float(timeout)
+        # a deadline above the attempt timeout lifts it: a slow server's long reply is waited for, not
+        # abandoned and sent again until the deadline runs out (a hung server is still bounded by it)
+        self.timeout = max(DEFAULT_LLM_ATTEMPT_TIMEOUT, deadline) if timeout is None else float(timeout)
         self.max_retries = int(max_retries)
         self.backoff = float(backoff)
         self.default_max_tokens = default_max_tokens

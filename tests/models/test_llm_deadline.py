@@ -203,3 +203,33 @@ def test_llm_cli_ask_generate_dead_endpoint_one_line_nonzero(
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("kgrag ask: error: no answer from the LLM:")
     assert "Traceback" not in err and "Connect" in lines[0]
+
+
+def test_a_deadline_above_the_attempt_timeout_lifts_it_unless_a_timeout_is_given() -> None:
+    url = "http://127.0.0.1:9/v1"
+    assert OpenAICompatibleLLM(base_url=url, model="m").timeout == 60.0  # default deadline 30 s: attempts stay 60 s
+    assert OpenAICompatibleLLM(base_url=url, model="m", deadline=10).timeout == 60.0
+    assert OpenAICompatibleLLM(base_url=url, model="m", deadline=300).timeout == 300.0  # a slow server is waited for
+    assert OpenAICompatibleLLM(base_url=url, model="m", deadline=300, timeout=5).timeout == 5.0  # explicit wins
+
+
+def test_a_slow_reply_inside_a_long_deadline_is_waited_for_not_sent_again(
+    server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the 60 s attempt floor scaled down to 0.5 s: a 2 s deadline lifts the attempt to 2 s, so a reply
+    # that takes 0.8 s is answered on its first request; an explicit 0.5 s attempt gives up on it
+    import kgrag_plugins.models.llm as llm_module
+
+    monkeypatch.setattr(llm_module, "DEFAULT_LLM_ATTEMPT_TIMEOUT", 0.5)
+    server.script(("sleep", 0.8))
+    lifted = OpenAICompatibleLLM(base_url=server.base_url, model="m", max_retries=2, backoff=0.01, deadline=2.0)
+    assert lifted.timeout == 2.0
+    assert lifted.complete("q") == "too late"
+    assert len(server.requests) == 1
+    server.script(*[("sleep", 0.8)] * 3)
+    short = OpenAICompatibleLLM(
+        base_url=server.base_url, model="m", timeout=0.5, max_retries=2, backoff=0.01, deadline=2.0
+    )
+    with pytest.raises(LLMError):
+        short.complete("q")
+    assert len(server.requests) >= 3  # each 0.5 s attempt gave up and the call was sent again
