@@ -115,6 +115,26 @@ def test_activation_parity_on_the_sample(sample_dbs, sample_mentions_index, samp
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_reader_ranking_options_reach_the_database_mode(sample_dbs, sample_mentions_index, sample_questions, backend):
+    # issue 35's opt-in ranking for a reader (bridge promotion, the chain check, second_hop) goes
+    # through DBActivationRetriever's options and ranks as in memory on the exact subgraph
+    kg, view = sample_dbs[backend]
+    moved = 0
+    for opts in (
+        {"second_hop": True},
+        {"bm25_mass": 0.25, "bridge_promote": 2.0, "chain_check": True, "second_hop": True},
+    ):
+        mem = ActivationRetriever(sample_mentions_index, **opts)
+        db = DBActivationRetriever(view, kg, hops=None, **opts)
+        for q in [q.question for q in sample_questions]:
+            a, b = mem.retrieve(q, 5), db.retrieve(q, 5)
+            assert b.passage_ids == a.passage_ids, opts
+            assert b.trace.get("second_hop") == a.trace.get("second_hop")
+            moved += "second_hop" in a.trace
+    assert moved >= 1  # the option acted on at least one question, in both modes
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_frag_parity_on_the_sample(sample_dbs, sample_mentions_index, sample_questions, backend):
     kg, view = sample_dbs[backend]
     mem = FRAGRetriever(sample_mentions_index, max_paths=8)
