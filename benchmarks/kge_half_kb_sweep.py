@@ -35,6 +35,10 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "complex-256-reg0.05-1n": {"dim": 256, "epochs": 200, "patience": 3, "reg": 0.05, "full_softmax": True},
     "complex-512-reg0.05-1n": {"dim": 512, "epochs": 200, "patience": 3, "reg": 0.05, "full_softmax": True},
     "complex-512-reg0.1-1n": {"dim": 512, "epochs": 200, "patience": 3, "reg": 0.1, "full_softmax": True},
+    # 2026-11-29: N3 was the one knob that moved (0.01 -> 0.05: +0.03), so stronger values on the CPU
+    "complex-256-reg0.1": {"epochs": 200, "patience": 3, "reg": 0.1},
+    "complex-256-reg0.2": {"epochs": 200, "patience": 3, "reg": 0.2},
+    "complex-512-reg0.1": {"dim": 512, "epochs": 200, "patience": 3, "reg": 0.1},
 }
 
 
