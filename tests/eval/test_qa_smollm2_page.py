@@ -327,3 +327,25 @@ def test_the_readme_reader_ranking_table_is_the_committed_report():
     dense, act = third["vanilla-rag"]["acc"], third["vanilla-rag:activation"]["acc"]
     assert f"gave dense {dense:.2f} and activation {act:.2f}" in said
     assert f"+{100 * (act - dense):.0f} points" in said
+
+
+def test_the_readme_local_reader_sentence_is_the_committed_report():
+    """The README's deterministic PopQA run (``local:smollm2``) quotes its committed report, and its
+    paired counts are the report's journal, question by question."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    readme = " ".join((root / "README.md").read_text(encoding="utf-8").split())
+    qa = root / "docs" / "benchmarks" / "qa"
+    report = json.loads((qa / "qa-smollm2-local-popqa.json").read_text())
+    res = report["results"]
+    assert report["llm"].startswith("local:smollm2") and report["n_questions"] == 100
+    said = readme[readme.index("**Without vLLM's run-to-run drift**") :][:900]
+    acc = {k: f"{res[k]['acc']:.2f}" for k in ("no-retrieval", "vanilla-rag", "vanilla-rag:activation")}
+    gave = f"gave no-retrieval {acc['no-retrieval']}, dense {acc['vanilla-rag']}"
+    assert f"{gave} and activation {acc['vanilla-rag:activation']}" in said
+    got = page.pairs(page.row_acc(report, "vanilla-rag", qa), page.row_acc(report, "vanilla-rag:activation", qa))
+    better, worse = got.split(" better, ")[0], got.split(" better, ")[1].split(" worse")[0]
+    assert f"{better} better and {worse} worse" in said and got.split("(")[1].rstrip(")") in said
+    assert all(res[k]["fallbacks"] == 0 and res[k]["measured"] for k in acc)
