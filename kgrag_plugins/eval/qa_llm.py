@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._secrets import mask_url
-from ..config import DEFAULT_LLM_ATTEMPT_TIMEOUT, env
+from ..config import env
 from ..models.llm import OpenAICompatibleLLM
 from .scripted import ScriptedQALLM
 
@@ -71,17 +71,14 @@ def resolve_llm(
     """``(llm, description, close)`` for an ``--llm`` value (see the module docstring). ``deadline``:
     seconds per call (``--llm-deadline``); ``max_tokens``: the default reply budget (``--max-tokens``).
 
-    For the HTTP clients a ``deadline`` above the per-attempt timeout
-    (:data:`~kgrag_plugins.config.DEFAULT_LLM_ATTEMPT_TIMEOUT`, 60 s) also raises that
-    timeout to it: on a slow CPU server a long note legitimately takes minutes, and a 60 s attempt
-    would be abandoned and sent again until the deadline ran out (a hung server is still bounded by
-    the deadline). :class:`OpenAICompatibleLLM` applies the same rule when built without a ``timeout``;
-    it is explicit here for the other HTTP clients this resolves."""
+    For the HTTP clients (plain URL, ``vllm:``, ``ollama:``) a ``deadline`` above the per-attempt
+    timeout (:data:`~kgrag_plugins.config.DEFAULT_LLM_ATTEMPT_TIMEOUT`, 60 s) also raises that
+    timeout to it, by :class:`OpenAICompatibleLLM`'s own default: on a slow CPU server a long note
+    legitimately takes minutes, and a 60 s attempt would be abandoned and sent again until the
+    deadline ran out (a hung server is still bounded by the deadline)."""
     opts: dict[str, Any] = {}
-    http: dict[str, Any] = {}
     if deadline is not None:
         opts["deadline"] = deadline
-        http["timeout"] = max(float(deadline), DEFAULT_LLM_ATTEMPT_TIMEOUT)
     if max_tokens is not None:
         opts["default_max_tokens"] = max_tokens
 
@@ -92,7 +89,7 @@ def resolve_llm(
     if not spec:
         if not env("LLM_BASE_URL"):
             raise ValueError(NO_LLM_MESSAGE)
-        llm = OpenAICompatibleLLM.from_env(**({"model": model} if model else {}), **opts, **http)
+        llm = OpenAICompatibleLLM.from_env(**({"model": model} if model else {}), **opts)
         return llm, f"{llm.base_url} ({llm.model})", llm.close
     if spec == "scripted":
         return ScriptedQALLM(), "scripted", nothing
@@ -101,7 +98,6 @@ def resolve_llm(
         if not path:
             raise ValueError("--llm vllm:PATH needs a model path or hub id after 'vllm:'")
         llm, stop = start_vllm(path, **opts)  # its own ``timeout`` is the server's start-up
-        llm.timeout = http.get("timeout", llm.timeout)
         return llm, f"vllm serve {path}", stop
     if spec.startswith("local:"):
         from ..models.local_llm import TransformersLLM
@@ -114,7 +110,7 @@ def resolve_llm(
         from ..models.ollama import OllamaLLM, parse_ollama_spec
 
         name, url = parse_ollama_spec(spec)
-        llm = OllamaLLM(name, url, **opts, **http)
+        llm = OllamaLLM(name, url, **opts)
         return llm, f"ollama:{name} at {mask_url(llm.base_url)}", llm.close
     if spec.startswith("litellm:"):
         from ..models.litellm_llm import LiteLLMLLM
@@ -128,6 +124,6 @@ def resolve_llm(
             raise ValueError(str(e)) from None
         return lite, f"litellm:{name}", lite.close
     if spec.startswith(("http://", "https://")):
-        llm = OpenAICompatibleLLM(base_url=spec, model=model, **opts, **http)
+        llm = OpenAICompatibleLLM(base_url=spec, model=model, **opts)
         return llm, f"{mask_url(spec)} ({llm.model})", llm.close  # the report names no password
     raise ValueError(f"--llm {spec!r}: " + NO_LLM_MESSAGE.split(": ", 1)[1])
