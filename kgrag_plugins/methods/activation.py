@@ -620,13 +620,12 @@ class ActivationRetriever(Retriever):
         slots = min(self.bridge, k // 2)
         if not slots or not top or self._titles is None or sims is None:
             return top, []
-        text_of = lambda i: self.index.passages.at(i).text  # noqa: E731
         return bridge_rank(
             top,
             k,
             slots,
             titles=self._titles,
-            text_of=text_of,
+            passage_of=self.index.passages.at,
             sims=sims,
             query=query,
             promote=self.bridge_promote,

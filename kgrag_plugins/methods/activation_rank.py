@@ -19,6 +19,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 _WORD = re.compile(r"\w+")
 
 
@@ -77,7 +79,7 @@ def bridge_rank(
     slots: int,
     *,
     titles: TitleMentions,
-    text_of: Callable[[int], str],
+    passage_of: Callable[[int], Any],
     sims: Any,
     query: str,
     promote: float | None = None,
@@ -91,10 +93,10 @@ def bridge_rank(
     question or the first passage names and the question does not name the bridge page itself.
     Returns (ranking, bridged)."""
     first = top[0]
-    named = titles.named_in(text_of(first)) - {first}
+    named = titles.named_in(passage_of(first).text) - {first}
     keep = top[: k - slots]
     pool = sorted(i for i in named if i not in keep)
-    score = dict(zip(pool, sims[_rows(pool)].tolist())) if pool else {}  # one lookup
+    score = dict(zip(pool, sims[np.array(pool, dtype=np.int64)].tolist())) if pool else {}  # one lookup
     cands = sorted(pool, key=lambda i: (-score[i], i))[:slots]
     if not cands:
         return top, []
@@ -106,12 +108,6 @@ def bridge_rank(
     if up:  # the chain's second hop right after its first
         return (keep[:1] + cands[:1] + keep[1:] + cands[1:] + rest)[:k], cands
     return (keep + cands + rest)[:k], cands
-
-
-def _rows(pos: list[int]) -> Any:
-    import numpy as np
-
-    return np.array(pos, dtype=np.int64)
 
 
 def second_hop(
