@@ -321,7 +321,7 @@ def test_index_and_bench_embedder_option(mini_data, tmp_path, capsys, monkeypatc
     index with its own embedder."""
     monkeypatch.delenv("KGRAG_EMBEDDER", raising=False)
     corpus = mini_data / "popqa" / "corpus.jsonl"
-    for choice, name in [(None, "+onnx-int8"), ("torch", "all-MiniLM-L6-v2")]:
+    for choice, name in [(None, "+onnx-int8-v2"), ("torch", "all-MiniLM-L6-v2")]:
         out = tmp_path / f"idx-{choice}"
         argv = ["index", "--corpus", str(corpus), "--out", str(out)] + (["--embedder", choice] if choice else [])
         assert main(argv) == 0

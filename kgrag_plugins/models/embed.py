@@ -184,12 +184,13 @@ _TORCH: SentenceTransformerEmbedder | None = None
 _DEFAULT_LOCK = threading.Lock()
 
 #: ``--embedder`` / ``KGRAG_EMBEDDER`` choices: the bundled MiniLM on torch, on ONNX Runtime in fp32,
-#: or on ONNX Runtime with int8 weights. ``auto`` (the default): ``onnx-int8`` when onnxruntime is
-#: installed, else ``torch``.
-EMBEDDER_CHOICES = ("auto", "torch", "onnx", "onnx-int8")
+#: or on ONNX Runtime with int8 weights (``onnx-int8``: outlier channels in fp32; ``onnx-int8-v1``:
+#: the first recipe, which indexes built before 2026-11-29 name). ``auto`` (the default):
+#: ``onnx-int8`` when onnxruntime is installed, else ``torch``.
+EMBEDDER_CHOICES = ("auto", "torch", "onnx", "onnx-int8", "onnx-int8-v1")
 
 #: ``as_embedder`` strings -> the ONNX variant (``quantize`` argument of ``OnnxEmbedder``).
-_NAMED: dict[str, Literal["int8"] | None] = {"onnx": None, "onnx-int8": "int8"}
+_NAMED: dict[str, Literal["int8", "int8-v1"] | None] = {"onnx": None, "onnx-int8": "int8", "onnx-int8-v1": "int8-v1"}
 _AUTO_FELL_BACK = False
 
 
@@ -245,8 +246,10 @@ def embedder_for_name(name: str) -> Embedder | None:
     ``None`` when ``name`` is not one of ours (a custom or remote embedder: pass it explicitly)."""
     if name == DEFAULT_EMBEDDER_NAME:
         return torch_embedder()
-    for choice in _NAMED:
-        if name == f"{DEFAULT_EMBEDDER_NAME}+{choice}":
+    from .embed_onnx import VARIANTS  # numpy only: no onnxruntime import here
+
+    for choice, quantize in _NAMED.items():
+        if name == f"{DEFAULT_EMBEDDER_NAME}+{VARIANTS[quantize][0]}":
             return resolve_embedder(choice)
     return None
 

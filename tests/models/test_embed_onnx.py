@@ -18,11 +18,15 @@ from kgrag_plugins.models import embed_onnx  # noqa: E402
 from kgrag_plugins.models.embed import Embedder, as_embedder, torch_embedder  # noqa: E402
 from kgrag_plugins.models.embed_onnx import OnnxEmbedder  # noqa: E402
 
-# Measured on these 242 texts (2026-11-23): fp32 min cosine 0.9999999; int8 min 0.9754, mean 0.9935.
+# Measured on these 242 texts: fp32 min cosine 0.9999999 (2026-11-23); int8 (outlier channels in
+# fp32) min 0.9984, mean 0.9992, and on the 35 not in its calibration set (the questions and edge
+# cases) min 0.9984, mean 0.9991; int8-v1 min 0.9806, mean 0.9941 (2026-11-29, /tmp script).
 # Thresholds keep a margin below the measurement; int8 also has a mean floor.
 FP32_MIN_COS = 0.999
-INT8_MIN_COS = 0.97
-INT8_MEAN_COS = 0.99
+INT8_MIN_COS = 0.995
+INT8_MEAN_COS = 0.998
+INT8_V1_MIN_COS = 0.97
+INT8_V1_MEAN_COS = 0.99
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +42,11 @@ def fp32(onnx_dir):
 @pytest.fixture(scope="module")
 def int8(onnx_dir):
     return OnnxEmbedder(quantize="int8", cache_dir=onnx_dir, threads=2)
+
+
+@pytest.fixture(scope="module")
+def int8_v1(onnx_dir):
+    return OnnxEmbedder(quantize="int8-v1", cache_dir=onnx_dir, threads=2)
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +79,26 @@ def test_int8_close_to_torch(int8, texts, torch_vectors):
     cos = _cosines(int8.embed(texts, progress=False), torch_vectors)
     assert cos.min() >= INT8_MIN_COS, cos.min()
     assert cos.mean() >= INT8_MEAN_COS, cos.mean()
+
+
+def test_first_int8_recipe_still_builds_its_vectors(int8_v1, texts, torch_vectors):
+    """``int8-v1`` (what indexes built before the outlier recipe name) keeps its name and accuracy."""
+    assert int8_v1.name.endswith("+onnx-int8") and int8_v1.model_file.name == "model-int8.onnx"
+    cos = _cosines(int8_v1.embed(texts, progress=False), torch_vectors)
+    assert cos.min() >= INT8_V1_MIN_COS, cos.min()
+    assert cos.mean() >= INT8_V1_MEAN_COS, cos.mean()
+
+
+def test_outlier_recipe_is_closer_to_torch_on_texts_it_was_not_calibrated_on(
+    int8, int8_v1, sample_questions, torch_vectors, texts
+):
+    """Calibration reads the sample corpus; the questions are not in it. The fp32 outlier channels
+    cut the mean cosine error there several times over (measured 7.6x)."""
+    held = [q.question for q in sample_questions]
+    ref = torch_embedder().embed(held, progress=False)
+    err_v2 = 1 - _cosines(int8.embed(held, progress=False), ref).mean()
+    err_v1 = 1 - _cosines(int8_v1.embed(held, progress=False), ref).mean()
+    assert err_v2 * 3 < err_v1, (err_v2, err_v1)
 
 
 def test_shapes_norms_order_and_empty(int8, fp32):
@@ -148,10 +177,24 @@ def test_default_workers_follow_the_cpus_up_to_the_cap(onnx_dir, monkeypatch):
     assert OnnxEmbedder(quantize="int8", cache_dir=onnx_dir, threads=7).threads == 7
 
 
-def test_names_differ_from_torch_embedder(fp32, int8):
-    names = {torch_embedder().name, fp32.name, int8.name}
-    assert len(names) == 3
-    assert int8.name.endswith("+onnx-int8") and fp32.name.endswith("+onnx")
+def test_names_differ_from_torch_embedder(fp32, int8, int8_v1):
+    names = {torch_embedder().name, fp32.name, int8.name, int8_v1.name}
+    assert len(names) == 4
+    assert int8.name.endswith("+onnx-int8-v2") and fp32.name.endswith("+onnx")
+    assert int8_v1.name.endswith("+onnx-int8")
+
+
+def test_manifest_names_map_back_to_their_recipe(onnx_dir, int8, int8_v1, monkeypatch):
+    """An index records its embedder's name; opening it must rebuild that exact recipe."""
+    from kgrag_plugins.models.embed import embedder_for_name
+
+    monkeypatch.setenv("KGRAG_ONNX_DIR", str(onnx_dir))
+    monkeypatch.setattr(embed_onnx, "_SHARED", {})
+    for emb in (int8, int8_v1):
+        found = embedder_for_name(emb.name)
+        assert isinstance(found, OnnxEmbedder) and found.quantize == emb.quantize
+        assert found.model_file == emb.model_file
+    assert embedder_for_name(int8.name + "-v9") is None
 
 
 def test_second_construction_reuses_the_export(onnx_dir, int8, monkeypatch):
@@ -163,7 +206,7 @@ def test_second_construction_reuses_the_export(onnx_dir, int8, monkeypatch):
     again = OnnxEmbedder(quantize="int8", cache_dir=onnx_dir)
     assert again.model_file == int8.model_file
     # the export left exactly the final file, no temporary directory
-    assert [p.name for p in int8.model_file.parent.iterdir()] == ["model-int8.onnx"]
+    assert [p.name for p in int8.model_file.parent.iterdir()] == ["model-int8-v2.onnx"]
 
 
 def test_export_failure_leaves_no_partial_file(tmp_path, monkeypatch):
@@ -197,6 +240,7 @@ def test_as_embedder_strings(onnx_dir, int8, fp32, monkeypatch):
     assert as_embedder("onnx-int8") is a
     b = as_embedder("onnx")
     assert b.name == fp32.name and b.quantize is None
+    assert as_embedder("onnx-int8-v1").quantize == "int8-v1"
     with pytest.raises(TypeError):
         as_embedder("onnx-int4")
 
