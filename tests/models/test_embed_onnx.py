@@ -286,3 +286,25 @@ def test_a_killed_export_leaves_nothing_behind_for_long(tmp_path):
     os.utime(old, (past, past))
     assert remove_stale_exports(tmp_path) == [old]
     assert not old.exists() and fresh.is_dir()
+
+
+def test_index_built_with_the_first_int8_recipe_reopens_with_it(
+    onnx_dir, int8, int8_v1, sample_corpus, tmp_path, monkeypatch
+):
+    """An index built before the outlier recipe (manifest ``...+onnx-int8``) opens with that recipe,
+    whatever today's default is, and its queries get that recipe's vectors; asking for today's int8
+    is a clear mismatch, never mixed vectors."""
+    from kgrag_plugins.index.store import KnowledgeIndex
+
+    monkeypatch.setenv("KGRAG_ONNX_DIR", str(onnx_dir))  # the module's exports: no new export
+    monkeypatch.setattr(embed_onnx, "_SHARED", {})
+    monkeypatch.delenv("KGRAG_EMBEDDER", raising=False)
+    KnowledgeIndex.build(sample_corpus[:8], tmp_path / "old", embedder="onnx-int8-v1", progress=False)
+    opened = KnowledgeIndex.open(tmp_path / "old")
+    assert opened.manifest["embedder"]["name"] == int8_v1.name
+    assert opened.embedder.quantize == "int8-v1"
+    question = "Who discovered radium?"
+    assert np.array_equal(opened.embed_query(question), int8_v1.embed([question], progress=False)[0])
+    assert not np.array_equal(opened.embed_query(question), int8.embed([question], progress=False)[0])
+    with pytest.raises(ValueError, match="built with embedder"):
+        KnowledgeIndex.open(tmp_path / "old", embedder="onnx-int8")
