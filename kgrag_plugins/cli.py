@@ -207,8 +207,9 @@ def _embedder_arg(p: argparse.ArgumentParser) -> None:
         "--embedder",
         choices=EMBEDDER_CHOICES,
         default=None,
-        help="the MiniLM variant of new indexes: torch (sentence-transformers), onnx (ONNX Runtime fp32) or "
-        "onnx-int8; default $KGRAG_EMBEDDER or auto (onnx-int8 when onnxruntime is installed, else torch). "
+        help="the MiniLM variant of new indexes: torch (sentence-transformers), onnx (ONNX Runtime fp32), "
+        "onnx-int8 (int8, outlier channels in fp32) or onnx-int8-v1 (the first int8 recipe); default "
+        "$KGRAG_EMBEDDER or auto (onnx-int8 when onnxruntime is installed, else torch). "
         "An existing index always uses the embedder it was built with",
     )
 
