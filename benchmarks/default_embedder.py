@@ -12,6 +12,9 @@ Two measurements, each embedder in the same run:
 
     KGRAG_DATA_DIR=../shared/data nice -n 10 .venv/bin/python benchmarks/default_embedder.py \\
         --speed --recall --json docs/benchmarks/default-embedder.json
+
+``--bench-table`` prints the R@5 table of the eight ``kgrag bench`` reports run with each embedder
+(``docs/benchmarks/default-embedder-bench[-torch]-DATASET.json``, docs/embeddings.md).
 """
 
 from __future__ import annotations
@@ -212,6 +215,33 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: ``--bench-table``: the ``kgrag bench`` reports run once per embedder (docs/embeddings.md)
+BENCH_REPORTS = "docs/benchmarks/default-embedder-bench{variant}-{dataset}.json"
+BENCH_DATASETS = ("musique", "2wikimultihopqa", "hotpotqa", "popqa")
+
+
+def bench_table(root: Path) -> str:
+    """R@5 of every retriever the two ``kgrag bench`` runs share, torch -> default (Δ points), per set.
+
+    The reports: ``kgrag bench --dataset D --retrievers ... --embedder torch`` and ``--embedder
+    onnx-int8`` with ``--out`` = :data:`BENCH_REPORTS` (``variant`` ``-torch`` and ``""``)."""
+    runs = {}
+    for ds in BENCH_DATASETS:
+        pair = [root / BENCH_REPORTS.format(variant=v, dataset=ds) for v in ("-torch", "")]
+        if all(f.is_file() for f in pair):  # a dataset without both reports is left out of the table
+            runs[ds] = [json.loads(f.read_text())["results"] for f in pair]
+    sets = list(runs)
+    names = [n for n in runs[sets[0]][0] if all(n in t and n in d for t, d in runs.values())]
+    lines = ["| retriever | " + " | ".join(sets) + " |", "|---" * (len(sets) + 1) + "|"]
+    for n in names:
+        cells = []
+        for ds in sets:
+            t, d = (r[n]["recall@5"] for r in runs[ds])
+            cells.append(f"{t:.3f} → {d:.3f} ({100 * (d - t):+.1f})")
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--speed", action="store_true")
@@ -220,8 +250,14 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--datasets", default="musique,2wikimultihopqa,hotpotqa,popqa")
     ap.add_argument("--cache-dir", type=Path, default=Path(".kgrag_cache"))
-    ap.add_argument("--json", type=Path, required=True, help="merge results into this JSON (and .md beside it)")
+    ap.add_argument("--json", type=Path, help="merge results into this JSON (and .md beside it)")
+    ap.add_argument("--bench-table", action="store_true", help="print the R@5 table of the paired kgrag bench reports")
     args = ap.parse_args()
+    if args.bench_table:
+        sys.stdout.write(bench_table(Path(__file__).resolve().parents[1]))
+        return
+    if args.json is None:
+        ap.error("--json is required with --speed / --recall")
     setup_offline_env()
     report: dict[str, Any] = json.loads(args.json.read_text()) if args.json.is_file() else {}
     report.update({"date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count()})
