@@ -14,7 +14,8 @@ Two measurements, each embedder in the same run:
         --speed --recall --json docs/benchmarks/default-embedder.json
 
 ``--bench-table`` prints the R@5 table of the eight ``kgrag bench`` reports run with each embedder
-(``docs/benchmarks/default-embedder-bench[-torch]-DATASET.json``, docs/embeddings.md).
+(``docs/benchmarks/default-embedder-bench/default-embedder-bench[-torch]-DATASET.json``,
+docs/embeddings.md; a folder of its own, so the benchmarks page does not list them).
 """
 
 from __future__ import annotations
@@ -216,7 +217,7 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 #: ``--bench-table``: the ``kgrag bench`` reports run once per embedder (docs/embeddings.md)
-BENCH_REPORTS = "docs/benchmarks/default-embedder-bench{variant}-{dataset}.json"
+BENCH_REPORTS = "docs/benchmarks/default-embedder-bench/default-embedder-bench{variant}-{dataset}.json"
 BENCH_DATASETS = ("musique", "2wikimultihopqa", "hotpotqa", "popqa")
 
 
