@@ -136,7 +136,6 @@ def _quantize_int8(fp32: Path, out: Path, model_dir: Path, recipe: str) -> None:
     quantises every matmul and the embedding table; ``int8`` keeps outlier channels and the
     embedding table in fp32 (:mod:`.embed_onnx_quant`)."""
     try:
-        from onnxruntime.quantization import QuantType, quantize_dynamic
         from onnxruntime.transformers.optimizer import optimize_model
     except ImportError as e:  # onnx (the Python package) is needed here
         raise ImportError(_MISSING) from e
@@ -149,19 +148,13 @@ def _quantize_int8(fp32: Path, out: Path, model_dir: Path, recipe: str) -> None:
     quiet = _DropRecords()  # the quantizer logs advice through the root logger
     root.addFilter(quiet)
     try:
-        if recipe == "int8":
-            from .embed_onnx_quant import quantize_outlier_aware
+        from .embed_onnx_quant import dynamic_int8, quantize_outlier_aware
 
+        if recipe == "int8":
             tok = _load_tokenizer(model_dir)
             quantize_outlier_aware(fused, out, lambda text: _feeds(tok.encode_batch([text])))
         else:
-            quantize_dynamic(
-                str(fused),
-                str(out),
-                weight_type=QuantType.QInt8,
-                per_channel=True,
-                extra_options={"DefaultTensorType": 1},  # FLOAT: fused ops defeat shape inference
-            )
+            dynamic_int8(fused, out)
     finally:
         root.removeFilter(quiet)
     fused.unlink(missing_ok=True)

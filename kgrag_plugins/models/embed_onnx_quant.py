@@ -24,14 +24,11 @@ more CPU time than ``int8-v1``; measured recall and speed in docs/embeddings.md.
 from __future__ import annotations
 
 import json
-import logging
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-
-logger = logging.getLogger("kgrag_plugins.models.embed_onnx_quant")
 
 #: Input channels per linear layer computed in fp32 (the largest by calibrated magnitude).
 OUTLIER_CHANNELS = 2
@@ -132,22 +129,28 @@ def split_outliers(src: Path, dst: Path, absmax: dict[str, np.ndarray], k: int =
     return fp32_nodes
 
 
-def quantize_outlier_aware(fused: Path, out: Path, encode: Callable[[str], dict[str, np.ndarray]]) -> None:
-    """Steps 1-3 above: ``fused`` (an ORT-fused fp32 BERT) -> ``out`` (recipe ``int8``)."""
+def dynamic_int8(src: Path, out: Path, **options: Any) -> None:
+    """``quantize_dynamic`` with per-channel int8 weights, the step both recipes share (``int8-v1``
+    calls it on the fused graph alone; ``options`` narrow what is quantised)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    quantize_dynamic(
+        str(src),
+        str(out),
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+        extra_options={"DefaultTensorType": 1},  # FLOAT: fused ops defeat shape inference
+        **options,
+    )
+
+
+def quantize_outlier_aware(fused: Path, out: Path, encode: Callable[[str], dict[str, np.ndarray]]) -> None:
+    """Steps 1-3 above: ``fused`` (an ORT-fused fp32 BERT) -> ``out`` (recipe ``int8``)."""
     absmax = channel_absmax(fused, encode, calibration_texts())
     split = out.with_name(out.stem + "-split.onnx")
     try:
         keep_fp32 = split_outliers(fused, split, absmax)
-        quantize_dynamic(
-            str(split),
-            str(out),
-            weight_type=QuantType.QInt8,
-            per_channel=True,
-            op_types_to_quantize=["MatMul"],  # not the embedding table's Gather
-            nodes_to_exclude=keep_fp32,
-            extra_options={"DefaultTensorType": 1},  # FLOAT: fused ops defeat shape inference
-        )
+        # not the embedding table's Gather; not the outlier matmuls
+        dynamic_int8(split, out, op_types_to_quantize=["MatMul"], nodes_to_exclude=keep_fp32)
     finally:
         split.unlink(missing_ok=True)
