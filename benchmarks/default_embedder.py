@@ -13,9 +13,11 @@ Two measurements, each embedder in the same run:
     KGRAG_DATA_DIR=../shared/data nice -n 10 .venv/bin/python benchmarks/default_embedder.py \\
         --speed --recall --json docs/benchmarks/default-embedder.json
 
-``--bench-table`` prints the R@5 table of the eight ``kgrag bench`` reports run with each embedder
-(``docs/benchmarks/default-embedder-bench/default-embedder-bench[-torch]-DATASET.json``,
+``--bench-table`` prints the R@5 tables of the ``kgrag bench`` reports run with each embedder
+(``docs/benchmarks/default-embedder-bench/default-embedder-bench[-kg][-torch]-DATASET.json``,
 docs/embeddings.md; a folder of its own, so the benchmarks page does not list them).
+``--kg-infused-paths JSON`` reruns KG-Infused's LLM-free path on both embedders' cached indexes and
+records, per question, the first stage where the two runs part (seeds, a round's triples, a search).
 """
 
 from __future__ import annotations
@@ -218,29 +220,121 @@ def markdown(report: dict[str, Any]) -> str:
 
 #: ``--bench-table``: the ``kgrag bench`` reports run once per embedder (docs/embeddings.md)
 BENCH_REPORTS = "docs/benchmarks/default-embedder-bench/default-embedder-bench{variant}-{dataset}.json"
+#: SA-RAG, FRAG and Know³ (``--retrievers sa-rag,frag,know3``), run after the first eight reports
+BENCH_KG_REPORTS = "docs/benchmarks/default-embedder-bench/default-embedder-bench-kg{variant}-{dataset}.json"
 BENCH_DATASETS = ("musique", "2wikimultihopqa", "hotpotqa", "popqa")
 
 
+def _bench_runs(root: Path) -> dict[str, list[dict[str, Any]]]:
+    """Per dataset, ``[torch results, default results]`` of every paired report (rows of the
+    ``-kg`` reports merged in). A dataset or report group without both embedders is left out."""
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for ds in BENCH_DATASETS:
+        for pattern in (BENCH_REPORTS, BENCH_KG_REPORTS):
+            pair = [root / pattern.format(variant=v, dataset=ds) for v in ("-torch", "")]
+            if all(f.is_file() for f in pair):
+                got = [json.loads(f.read_text())["results"] for f in pair]
+                have = runs.setdefault(ds, [{}, {}])
+                for side, res in zip(have, got):
+                    side.update(res)
+    return runs
+
+
 def bench_table(root: Path) -> str:
-    """R@5 of every retriever the two ``kgrag bench`` runs share, torch -> default (Δ points), per set.
+    """R@5 of every retriever the two ``kgrag bench`` runs share, torch -> default (Δ points), per set,
+    then a second table: per question, how many rose / fell and the two-sided sign test.
 
     The reports: ``kgrag bench --dataset D --retrievers ... --embedder torch`` and ``--embedder
-    onnx-int8`` with ``--out`` = :data:`BENCH_REPORTS` (``variant`` ``-torch`` and ``""``)."""
-    runs = {}
-    for ds in BENCH_DATASETS:
-        pair = [root / BENCH_REPORTS.format(variant=v, dataset=ds) for v in ("-torch", "")]
-        if all(f.is_file() for f in pair):  # a dataset without both reports is left out of the table
-            runs[ds] = [json.loads(f.read_text())["results"] for f in pair]
+    onnx-int8`` with ``--out`` = :data:`BENCH_REPORTS` / :data:`BENCH_KG_REPORTS` (``variant``
+    ``-torch`` and ``""``)."""
+    runs = _bench_runs(root)
     sets = list(runs)
     names = [n for n in runs[sets[0]][0] if all(n in t and n in d for t, d in runs.values())]
-    lines = ["| retriever | " + " | ".join(sets) + " |", "|---" * (len(sets) + 1) + "|"]
+    head = ["| retriever | " + " | ".join(sets) + " |", "|---" * (len(sets) + 1) + "|"]
+    lines, moves = list(head), list(head)
     for n in names:
-        cells = []
+        cells, moved = [], []
         for ds in sets:
             t, d = (r[n]["recall@5"] for r in runs[ds])
             cells.append(f"{t:.3f} → {d:.3f} ({100 * (d - t):+.1f})")
+            before, after = ({q["id"]: q["recall@5"] for q in r[n]["per_question"]} for r in runs[ds])
+            ids = before.keys() & after.keys()
+            up = sum(after[i] > before[i] for i in ids)
+            down = sum(after[i] < before[i] for i in ids)
+            moved.append(f"{up} ↑ {down} ↓ (p {sign_test_p(up, down):.2f})")
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+        moves.append(f"| {n} | " + " | ".join(moved) + " |")
+    return "\n".join(lines) + "\n\nQuestions whose R@5 rose / fell, two-sided sign test:\n\n" + "\n".join(moves) + "\n"
+
+
+def kg_infused_paths(datasets: list[str], cache_dir: Path) -> dict[str, Any]:
+    """Where KG-Infused's LLM-free path under torch and under the default first part, per question.
+
+    Both runs use the cached ``mentions`` indexes of the paired reports (the same graph; only the
+    vectors differ). The stages, in the order the retriever takes them (docs/methods.md §1): the
+    seed entities (Eq. 4), each activation round's selected triples (Eq. 5/6), the question's own
+    top 3 passages, the expanded query's top 6. The questions whose R@5 moved in the paired reports
+    are listed with the stage where the two runs parted."""
+    from kgrag_plugins.datasets import dataset_index, load_dataset
+    from kgrag_plugins.methods.kg_infused import KGInfusedRetriever
+    from kgrag_plugins.models.embed import embedder_for_name
+
+    root = Path(__file__).resolve().parents[1]
+    out: dict[str, Any] = {}
+    for ds in datasets:
+        reports = [json.loads((root / BENCH_REPORTS.format(variant=v, dataset=ds)).read_text()) for v in ("-torch", "")]
+        data = load_dataset(ds)
+        retr = []
+        for rep in reports:
+            emb = embedder_for_name(rep["embedder"])
+            index, _ = dataset_index(data, cache_dir=cache_dir, embedder=emb, builder="mentions", progress=False)
+            retr.append(KGInfusedRetriever(index))
+        r5 = [{q["id"]: q["recall@5"] for q in rep["results"]["kg-infused"]["per_question"]} for rep in reports]
+        stages: dict[str, int] = {}
+        moved = []
+        for q in data.questions:
+            if q.id not in r5[0]:
+                continue
+            paths = [_kgi_path(r, q.question) for r in retr]
+            stage = _first_difference(*paths)
+            stages[stage] = stages.get(stage, 0) + 1
+            if r5[1][q.id] != r5[0][q.id]:
+                moved.append({"id": q.id, "delta": round(r5[1][q.id] - r5[0][q.id], 4), "stage": stage})
+        up, down = sum(m["delta"] > 0 for m in moved), sum(m["delta"] < 0 for m in moved)
+        out[ds] = {
+            "questions": sum(stages.values()),
+            "first_difference": stages,
+            "moved": moved,
+            "better": up,
+            "worse": down,
+            "sign_p": round(sign_test_p(up, down), 4),
+        }
+    return out
+
+
+def _kgi_path(retriever: Any, question: str) -> dict[str, Any]:
+    memory = retriever.seed(question)
+    seeds = sorted(memory.explored)
+    memory = retriever.activate(question, memory)
+    expanded = retriever.expand_query(question, retriever.summarize(question, memory), memory)
+    return {
+        "seeds": seeds,
+        "rounds": [list(rt.selected) for rt in memory.rounds],
+        "question_top3": [sp.passage.id for sp in retriever._search(question, 3)],
+        "expanded_top6": [sp.passage.id for sp in retriever._search(expanded, 6)],
+    }
+
+
+def _first_difference(a: dict[str, Any], b: dict[str, Any]) -> str:
+    if a["seeds"] != b["seeds"]:
+        return "seeds"
+    for i in range(max(len(a["rounds"]), len(b["rounds"]))):
+        if a["rounds"][i : i + 1] != b["rounds"][i : i + 1]:
+            return f"round {i}"
+    for key in ("question_top3", "expanded_top6"):
+        if a[key] != b[key]:
+            return key
+    return "same"
 
 
 def main() -> None:
@@ -253,9 +347,24 @@ def main() -> None:
     ap.add_argument("--cache-dir", type=Path, default=Path(".kgrag_cache"))
     ap.add_argument("--json", type=Path, help="merge results into this JSON (and .md beside it)")
     ap.add_argument("--bench-table", action="store_true", help="print the R@5 table of the paired kgrag bench reports")
+    ap.add_argument(
+        "--kg-infused-paths",
+        type=Path,
+        metavar="JSON",
+        help="write where KG-Infused's torch and default runs first part, per question, to JSON",
+    )
     args = ap.parse_args()
     if args.bench_table:
         sys.stdout.write(bench_table(Path(__file__).resolve().parents[1]))
+        return
+    if args.kg_infused_paths:
+        setup_offline_env()
+        result = kg_infused_paths([d.strip() for d in args.datasets.split(",") if d.strip()], args.cache_dir)
+        report = {"command": "python " + " ".join(sys.argv), "date": time.strftime("%Y-%m-%d"), "datasets": result}
+        args.kg_infused_paths.write_text(json.dumps(report, indent=2) + "\n")
+        for ds, r in result.items():
+            moved = f"R@5 {r['better']} up {r['worse']} down (p {r['sign_p']})"
+            sys.stdout.write(f"{ds}: {r['first_difference']}; {moved}\n")
         return
     if args.json is None:
         ap.error("--json is required with --speed / --recall")
