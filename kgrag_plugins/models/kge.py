@@ -94,9 +94,10 @@ def auto_threads() -> int:
 # --------------------------------------------------------------------------- relation canonicalisation
 @lru_cache(maxsize=1)
 def _tagger():
-    import spacy
-
+    from .._spacy import import_spacy
     from ..config import SPACY_MODEL
+
+    spacy = import_spacy()
 
     try:
         return spacy.load(SPACY_MODEL, exclude=["parser", "ner", "senter"])

@@ -68,7 +68,9 @@ class ParsedPassage:
 @lru_cache(maxsize=2)
 def load_spacy(parse: bool):
     """The spaCy pipeline, loaded once per mode (clear error if the model is not installed)."""
-    import spacy
+    from ..._spacy import import_spacy
+
+    spacy = import_spacy()
 
     try:
         # Only what the builders read: the tagger (and lemmas) feed nothing we use, and in the

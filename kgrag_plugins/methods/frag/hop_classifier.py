@@ -108,8 +108,9 @@ def question_stats(q: str) -> np.ndarray:
 
 @lru_cache(maxsize=1)
 def _spacy() -> Any:
-    import spacy
+    from ..._spacy import import_spacy
 
+    spacy = import_spacy()
     try:
         return spacy.load(SPACY_MODEL, exclude=["lemmatizer"])
     except OSError as e:

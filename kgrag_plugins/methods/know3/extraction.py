@@ -77,9 +77,10 @@ MAX_TEXT_CHARS = 20_000
 @lru_cache(maxsize=1)
 def load_nlp() -> Any:
     """The full spaCy pipeline (tagger, parser, NER) of the builders' model, loaded once."""
-    import spacy
-
+    from ..._spacy import import_spacy
     from ...index.builders.nlp import SPACY_MODEL
+
+    spacy = import_spacy()
 
     try:
         return spacy.load(SPACY_MODEL)
