@@ -87,3 +87,22 @@ def test_skipped_when_a_torch_backed_spacy_package_is_installed(monkeypatch):
     assert _spacy._skip_reason() == "spacy_transformers is installed"
     monkeypatch.setenv("KGRAG_SPACY_TORCH", "1")
     assert _spacy._skip_reason() == "KGRAG_SPACY_TORCH=1"
+
+
+def test_the_builders_spacy_pass_does_not_pull_torch_in():
+    """parse_passages imports spaCy through import_spacy before anything else of spaCy's."""
+    code = textwrap.dedent(
+        """
+        import sys
+        from kgrag_plugins.index.builders.nlp import parse_passages
+        from kgrag_plugins.types import Passage
+        passages = [Passage(id="a", text="Ada Lovelace was born in London.")]
+        out = list(parse_passages(passages, parse=False, progress=False))
+        assert [m.text for m in out[0].mentions] == ["Ada Lovelace", "London"], out[0].mentions
+        print("TORCH", "torch" in sys.modules)
+        """
+    )
+    env = {**os.environ, "KGRAG_SPACY_TORCH": "0"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "TORCH False" in proc.stdout

@@ -100,12 +100,12 @@ def parse_passages(
     ``on_start`` is called once the worker processes exist (after the first document), so a
     caller can start threaded work without forking a process that has running threads.
     """
-    from spacy.tokens import Doc
     from tqdm.auto import tqdm
 
     from ...config import progress_enabled
 
-    nlp = load_spacy(parse)
+    nlp = load_spacy(parse)  # first: it imports spaCy the package's way (kgrag_plugins._spacy)
+    from spacy.tokens import Doc
     if n_process is None:
         n_process = min(2, os.cpu_count() or 1) if len(passages) >= _MULTIPROCESS_MIN else 1
     limit = max(1, min(MAX_CHUNK_CHARS, nlp.max_length))
