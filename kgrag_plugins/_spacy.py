@@ -16,6 +16,7 @@ with ``KGRAG_SPACY_TORCH=1``.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import sys
 import threading
@@ -26,6 +27,7 @@ from typing import Any
 TORCH_BACKED = ("spacy_transformers", "spacy_curated_transformers", "spacy_llm")
 _BLOCKED_FOR = "thinc.compat"
 _lock = threading.Lock()
+logger = logging.getLogger(__name__)
 
 
 class _NoTorchForThinc:
@@ -55,10 +57,14 @@ def _skip_reason() -> str | None:
 
 def import_spacy() -> ModuleType:
     """``import spacy``, without torch in thinc when that is safe (module docstring)."""
-    if "spacy" in sys.modules:
-        return sys.modules["spacy"]
+    if "spacy" in sys.modules:  # the import statement waits for another thread's import to finish
+        import spacy
+
+        return spacy
     with _lock:
-        if "spacy" in sys.modules or "thinc.compat" in sys.modules or _skip_reason() is not None:
+        reason = "thinc already imported" if "thinc.compat" in sys.modules else _skip_reason()
+        if "spacy" in sys.modules or reason is not None:
+            logger.debug("spaCy imported as is (%s)", reason or "already imported")
             import spacy
 
             return spacy
