@@ -98,6 +98,12 @@ def speed(n: int, runs: int) -> dict[str, Any]:
     return out
 
 
+def rise_fall(before: dict[str, float], after: dict[str, float]) -> tuple[int, int]:
+    """How many of the questions both scored rose and fell from ``before`` to ``after``."""
+    ids = before.keys() & after.keys()
+    return sum(after[i] > before[i] for i in ids), sum(after[i] < before[i] for i in ids)
+
+
 def paired(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
     """Per-question R@5 of the default (``after``) against torch (``before``) on the questions both
     scored: how many moved each way, the two-sided sign test, and a 95 % bootstrap interval of the
@@ -106,7 +112,7 @@ def paired(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
 
     ids = sorted(set(before) & set(after))
     diff = [100.0 * (after[i] - before[i]) for i in ids]
-    better, worse = sum(d > 0 for d in diff), sum(d < 0 for d in diff)
+    better, worse = rise_fall(before, after)
     p = sign_test_p(better, worse)
     lo, hi = bootstrap(diff)
     return {
@@ -257,10 +263,7 @@ def bench_table(root: Path) -> str:
         for ds in sets:
             t, d = (r[n]["recall@5"] for r in runs[ds])
             cells.append(f"{t:.3f} → {d:.3f} ({100 * (d - t):+.1f})")
-            before, after = ({q["id"]: q["recall@5"] for q in r[n]["per_question"]} for r in runs[ds])
-            ids = before.keys() & after.keys()
-            up = sum(after[i] > before[i] for i in ids)
-            down = sum(after[i] < before[i] for i in ids)
+            up, down = rise_fall(*({q["id"]: q["recall@5"] for q in r[n]["per_question"]} for r in runs[ds]))
             moved.append(f"{up} ↑ {down} ↓ (p {sign_test_p(up, down):.2f})")
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
         moves.append(f"| {n} | " + " | ".join(moved) + " |")
