@@ -45,27 +45,26 @@ def test_moves_count_the_per_question_changes(tmp_path):
     assert "| dense | 2 ↑ 1 ↓ (p 1.00) |" in table
 
 
+def _assert_same_run_but_the_embedder(files: list[Path]) -> None:
+    torch_r, int8_r = (json.loads(f.read_text()) for f in files)
+    assert torch_r["embedder"] == "sentence-transformers/all-MiniLM-L6-v2"
+    assert int8_r["embedder"] == "sentence-transformers/all-MiniLM-L6-v2+onnx-int8-v2"
+    assert torch_r["n_questions"] == int8_r["n_questions"] and torch_r["corpus_size"] == int8_r["corpus_size"]
+    assert set(torch_r["results"]) == set(int8_r["results"])
+
+
 def test_reports_differ_only_in_the_embedder():
     paired = 0
     for ds in script.BENCH_DATASETS:
         kg = [REPO / script.BENCH_KG_REPORTS.format(variant=v, dataset=ds) for v in ("-torch", "")]
         if all(f.is_file() for f in kg):  # SA-RAG, FRAG and Know³: the same embedders, the same questions
-            torch_r, int8_r = (json.loads(f.read_text()) for f in kg)
-            assert (torch_r["embedder"], int8_r["embedder"]) == (
-                "sentence-transformers/all-MiniLM-L6-v2",
-                "sentence-transformers/all-MiniLM-L6-v2+onnx-int8-v2",
-            )
-            assert torch_r["n_questions"] == int8_r["n_questions"] and set(torch_r["results"]) == set(int8_r["results"])
+            _assert_same_run_but_the_embedder(kg)
         files = [REPO / script.BENCH_REPORTS.format(variant=v, dataset=ds) for v in ("-torch", "")]
         assert files[1].is_file(), files[1]  # the default's report exists for every set
         if not files[0].is_file():
             continue
         paired += 1
-        torch_r, int8_r = (json.loads(f.read_text()) for f in files)
-        assert torch_r["embedder"] == "sentence-transformers/all-MiniLM-L6-v2"
-        assert int8_r["embedder"] == "sentence-transformers/all-MiniLM-L6-v2+onnx-int8-v2"
-        assert torch_r["n_questions"] == int8_r["n_questions"] and torch_r["corpus_size"] == int8_r["corpus_size"]
-        assert set(torch_r["results"]) == set(int8_r["results"])
+        _assert_same_run_but_the_embedder(files)
     assert paired >= 2
 
 
