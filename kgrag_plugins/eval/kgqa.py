@@ -276,6 +276,7 @@ def run_kgqa_bench(
     cache_dir: str | Path | None = None,
     kge_options: dict[str, Any] | None = None,
     tune_per_hop: int | None = None,
+    path_rules: bool = True,
 ) -> dict[str, Any]:
     """Load the dataset's KG, train on the training questions, evaluate ``retrievers``.
 
@@ -283,7 +284,8 @@ def run_kgqa_bench(
     ``"hmin"`` (FRAG §3; see the module docstring). ``kb_keep`` / ``kb_seed``: keep that
     fraction of the KB's triples (questions still selected on the full KB). ``know3:frag`` trains
     or loads its KGE under ``cache_dir`` (``kge_options`` go to ``train_kge``) and picks its
-    merge rule on ``tune_per_hop`` training questions per hop (:mod:`.kgqa_know3`)."""
+    merge rule on ``tune_per_hop`` training questions per hop (:mod:`.kgqa_know3`), with rules
+    mined from the kept KB among its choices unless ``path_rules`` is false."""
     from ..index.importers import load_kg
     from ..models.embed import default_embedder
     from ..train.hop import LABEL_SOURCES, hmin_hops, hmin_summary
@@ -364,7 +366,7 @@ def run_kgqa_bench(
             r, report["know3"] = build_know3_frag(
                 r, graph, train, dataset=dataset.name, kb_keep=kb_keep, kb_seed=kb_seed, cache_dir=cache_dir,
                 kge_options=kge_options, tune_per_hop=TUNE_PER_HOP if tune_per_hop is None else tune_per_hop,
-                progress=progress,
+                path_rules=path_rules, progress=progress,
             )  # fmt: skip
         report["results"][name] = {**evaluate_kgqa(r, evaluation, progress=progress, hmin=hmin)}
         report["results"][name]["retriever_config"] = retriever_config(name)

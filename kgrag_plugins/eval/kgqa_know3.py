@@ -58,6 +58,9 @@ GATE_PERCENTILES: tuple[float | None, ...] = (None, 99.0, 95.0, 90.0, 75.0, 50.0
 #: Prior weights and local-candidate bonuses tried by :func:`tune_merge` (``ChainCompleter.predict``).
 PRIOR_WEIGHTS: tuple[float, ...] = (0.0, 1.0)
 LOCAL_BONUSES: tuple[float, ...] = (0.0, 4.0)
+#: Weights of the mined rules' confidence tried by :func:`tune_merge` (1000: rule-predicted
+#: entities first; docs/kge.md "Mined rules"); used only when the completer has ``path_rules``.
+RULE_WEIGHTS: tuple[float, ...] = (0.0, 1000.0)
 #: Least path-ranker probabilities of the predicted chain tried by :func:`tune_merge`.
 CHAIN_PROBS: tuple[float, ...] = (0.0, 0.3, 0.5)
 #: Training questions per hop used to choose the merge rules.
@@ -217,6 +220,7 @@ def _rule_grid(
     local_bonuses: Sequence[float],
     chain_probs: Sequence[float],
     thetas: dict[str, float | None],
+    rule_weights: Sequence[float] = (0.0,),
 ) -> list[tuple[str, Any]]:
     """Candidate rules; within each weight setting the more probable chain and the stricter gate
     first (so ties go to the stricter rule). Gates with equal thresholds are tried once."""
@@ -226,12 +230,14 @@ def _rule_grid(
     for gate, theta in sorted(thetas.items(), key=lambda kv: (kv[1] is None, kv[1] or 0.0)):
         gates.setdefault(theta, gate)
     out = []
-    for pw in prior_weights:
-        for lb in local_bonuses:
-            for mp in sorted(chain_probs, reverse=True):
-                for theta, gate in gates.items():
-                    name = f"complete (prior {pw:g}, local {lb:g}, chain p >= {mp:g}, {gate})"
-                    out.append((name, MergeRule(pw, lb, theta, mp)))
+    for rw in rule_weights:
+        for pw in prior_weights:
+            for lb in local_bonuses:
+                for mp in sorted(chain_probs, reverse=True):
+                    for theta, gate in gates.items():
+                        rules = f", rules {rw:g}" if rw else ""
+                        name = f"complete (prior {pw:g}, local {lb:g}{rules}, chain p >= {mp:g}, {gate})"
+                        out.append((name, MergeRule(pw, lb, theta, mp, rule_weight=rw)))
     return out
 
 
@@ -243,6 +249,7 @@ def tune_merge(
     local_bonuses: Sequence[float] = LOCAL_BONUSES,
     chain_probs: Sequence[float] = CHAIN_PROBS,
     percentiles: Sequence[float | None] = GATE_PERCENTILES,
+    rule_weights: Sequence[float] | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
     """Choose ``retriever.rules`` (one :class:`~kgrag_plugins.methods.know3.completion.MergeRule`
@@ -253,8 +260,9 @@ def tune_merge(
     length, "FRAG alone" is kept unless a rule beats it significantly (one-sided sign test at 5 %
     over the questions where the two differ, :data:`SIGN_TEST_Z`); the best such rule wins, ties
     going to the earlier one of the grid (lower prior weight and local bonus, then the stricter
-    chain probability and gate first). Gates are the verifier's calibrated thresholds
-    (``TripleVerifier.calibrate(p)``, ``None`` = no gate)."""
+    chain probability and gate first, rules unused before used). Gates are the verifier's
+    calibrated thresholds (``TripleVerifier.calibrate(p)``, ``None`` = no gate). ``rule_weights``
+    (default :data:`RULE_WEIGHTS` when the completer has mined ``path_rules``, else ``(0,)``)."""
     from ..methods.know3.completion import MAX_RULE_HOPS
 
     verifier = retriever.completer.verifier
@@ -264,7 +272,9 @@ def tune_merge(
             thetas["no gate"] = None
         elif verifier is not None:
             thetas[f"verifier <= p{p:g}"] = float(verifier.calibrate(percentile=p))
-    grid = _rule_grid(prior_weights, local_bonuses, chain_probs, thetas)
+    if rule_weights is None:
+        rule_weights = RULE_WEIGHTS if getattr(retriever.completer, "path_rules", None) is not None else (0.0,)
+    grid = _rule_grid(prior_weights, local_bonuses, chain_probs, thetas, rule_weights)
     hits: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     counts = {"questions": len(questions), "no_chain": 0, "chain_in_kb": 0, "chain_missing": 0}
     t0 = time.perf_counter()
@@ -281,9 +291,9 @@ def tune_merge(
         length = min(len(chain), MAX_RULE_HOPS)
         frag_answers = retriever.frag.evidence(q.question, 32).trace.get("answers") or []
         hits[length]["frag alone"].append(hits_at_1(frag_answers, q.answers))
-        walks: dict[tuple[float, float], list] = {}
+        walks: dict[tuple[float, float, float], list] = {}
         for name, rule in grid:
-            key = (rule.prior_weight, rule.local_bonus)
+            key = (rule.prior_weight, rule.local_bonus, rule.rule_weight)
             if key not in walks:
                 walks[key] = retriever.completions(topics, chain, rule)
             answers = frag_answers
@@ -349,13 +359,17 @@ def build_know3_frag(
     cache_dir: str | Path | None = None,
     kge_options: dict[str, Any] | None = None,
     tune_per_hop: int = TUNE_PER_HOP,
+    path_rules: bool = True,
     progress: bool = True,
 ) -> tuple[Any, dict[str, Any]]:
     """``know3:frag`` around a configured FRAG retriever: KGE (:func:`kge_for_kb`), verifier
-    (default method), :class:`~kgrag_plugins.methods.know3.completion.ChainCompleter`, and the
-    merge rule chosen on ``tune_per_hop`` training questions per hop (:func:`tune_merge`)."""
+    (default method), :class:`~kgrag_plugins.methods.know3.completion.ChainCompleter` (with
+    :class:`~kgrag_plugins.models.kge_rules.PathRules` mined from the kept KB when ``path_rules``),
+    and the merge rule chosen on ``tune_per_hop`` training questions per hop (:func:`tune_merge`;
+    the rules' weight is one of its choices)."""
     from ..methods.know3.completion import ChainCompleter, Know3FRAGRetriever
     from ..methods.know3.scoring import TripleVerifier
+    from ..models.kge_rules import PathRules
 
     kge, kge_report = kge_for_kb(
         graph, dataset=dataset, kb_keep=kb_keep, seed=kb_seed, cache_dir=cache_dir,
@@ -363,7 +377,8 @@ def build_know3_frag(
     )  # fmt: skip
     t = time.perf_counter()
     verifier = TripleVerifier(kge, graph)
-    completer = ChainCompleter(graph, kge, verifier)
+    mined = PathRules.from_graph(graph) if path_rules else None
+    completer = ChainCompleter(graph, kge, verifier, path_rules=mined)
     retriever = Know3FRAGRetriever(frag, completer, rules={})
     setup_s = time.perf_counter() - t
     tuning = tune_merge(retriever, tuning_sample(train, tune_per_hop), progress=progress)
@@ -375,6 +390,7 @@ def build_know3_frag(
             "setup_seconds": round(setup_s, 2),
         },
         "completion": {"top_k": completer.top_k, "beam": completer.beam, "max_frontier": completer.max_frontier},
+        "path_rules": None if mined is None else mined.to_dict(list(graph.relations)),
         "merge_tuning": tuning,
     }
     return retriever, report

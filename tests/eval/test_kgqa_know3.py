@@ -194,6 +194,39 @@ def test_prior_and_local_candidates_reorder_predictions(toy_kge):
     assert graph.entity_ids[lang[0][0]] == "English"
 
 
+def test_mined_rules_steer_predictions_of_an_untrained_kge(toy_kge):
+    """``path_rules`` (docs/kge.md "Mined rules"): every toy film is written by its director, so the
+    rule ``directed_by(x,y) <= written_by(x,y)`` recovers the missing edge even when the KGE is
+    random; with ``rule_weight`` 0 the rules are not used."""
+    from kgrag_plugins.methods.know3.completion import ChainCompleter
+    from kgrag_plugins.models.kge import KGEModel
+    from kgrag_plugins.models.kge_rules import PathRules
+
+    graph = toy_kge[0]
+    rng = np.random.default_rng(3)
+    rels = list(graph.relations)
+    noise = KGEModel(
+        "complex", list(graph.entity_ids), rels,
+        rng.normal(size=(graph.num_entities, 16)), rng.normal(size=(2 * len(rels), 16)),
+    )  # fmt: skip
+    rules = PathRules.from_graph(graph, min_support=3)
+    d, w = rels.index("directed_by"), rels.index("written_by")
+    assert any(r.body == (w,) for r in rules.rules_for(d))
+    completer = ChainCompleter(graph, noise, top_k=8, path_rules=rules)
+    row = graph.index_of("Film 00")
+    ruled = completer.predict(row, "directed_by", rule_weight=1000.0)
+    assert graph.entity_ids[ruled[0][0]] == "Director A" and np.exp(ruled[0][1]) > 0.99
+    plain = completer.predict(row, "directed_by")
+    assert np.exp(plain[0][1]) < 0.99 and plain != ruled
+    # the walk passes the weight through: Director H's films from their writer edges
+    films = completer.walk("Director H", ["~directed_by"], rule_weight=1000.0)
+    assert {c.answer for c in films[:3]} == {"Film 70", "Film 71", "Film 72"}
+    # rules mined from another graph are refused
+    other = PathRules.mine(np.array([0]), np.array([0]), np.array([1]), num_entities=2, num_relations=1)
+    with pytest.raises(ValueError, match="PathRules.from_graph"):
+        ChainCompleter(graph, noise, path_rules=other)
+
+
 def test_know3_frag_retriever_merges_completions_kb_first(toy_kge):
     from kgrag_plugins.index.store import KnowledgeIndex
     from kgrag_plugins.methods.frag import FRAGRetriever

@@ -12,7 +12,8 @@ question asks for, when the KG itself has no such edge, checked by the relative 
    edges; one with *no* KB edge of that relation gets ``top_k`` predicted ones instead, scored
    over the entities of the type the step expects (:func:`slot_types`) by
 
-   ``log_softmax(KGE) + prior_weight * log p(t | r) + local_bonus * [t is a KB neighbour]``
+   ``log_softmax(KGE) + prior_weight * log p(t | r) + local_bonus * [t is a KB neighbour]
+   + rule_weight * conf(t)``
 
    - the KGE's global prediction (tails by ``score_tails``, heads of inverse steps by the
      model's reciprocal relation), as a log-softmax over the candidates;
@@ -21,7 +22,11 @@ question asks for, when the KG itself has no such edge, checked by the relative 
      triples get near-flat scores and the prior breaks the tie (e.g. English for a language);
    - **local candidates**: Know³'s local neighbour entities (App. A: tails of the entity's
      relation in the KG, ranked by the KGE) are, when the asked relation is missing, the entity's
-     KB neighbours through *other* relations (a film's writer is often its director).
+     KB neighbours through *other* relations (a film's writer is often its director);
+   - **mined rules** (optional ``path_rules``, :class:`~kgrag_plugins.models.kge_rules.PathRules`):
+     ``conf(t)`` is the largest confidence of a rule mined from the KB that predicts ``t``
+     (``directed_by(x,y) <= written_by(x,y)``, a tag naming the person); a large ``rule_weight``
+     puts rule-predicted entities first (docs/kge.md, "Mined rules").
    The KGE only predicts from entities it was trained on (one that lost every triple has no
    embedding); at most ``beam`` frontier entities are completed per hop; frontiers above
    ``max_frontier`` stop the walk (hubs).
@@ -131,6 +136,8 @@ class ChainCompleter:
             predicted edge is scored with ``score_triple``.
         top_k: predictions per completed frontier entity; beam: frontier entities completed per
             hop (best first); max_frontier: larger frontiers stop the walk.
+        path_rules: optional :class:`~kgrag_plugins.models.kge_rules.PathRules` mined from ``graph``
+            (entity rows = the graph's), used by steps with a ``rule_weight``.
     """
 
     def __init__(
@@ -143,6 +150,7 @@ class ChainCompleter:
         beam: int = 5,
         max_frontier: int = 1000,
         type_overlap: float = TYPE_OVERLAP,
+        path_rules: Any = None,
     ) -> None:
         if top_k < 1 or beam < 1:
             raise ValueError(f"top_k and beam must be >= 1, got {top_k}, {beam}")
@@ -152,6 +160,12 @@ class ChainCompleter:
         self.top_k = top_k
         self.beam = beam
         self.max_frontier = max_frontier
+        if path_rules is not None and path_rules.num_entities != graph.num_entities:
+            raise ValueError(
+                f"path_rules were mined over {path_rules.num_entities} entities, the graph has "
+                f"{graph.num_entities}: mine them from this graph (PathRules.from_graph)"
+            )
+        self.path_rules = path_rules
         self._pg = PathGraph(graph, inverse=True)
         self._ids = graph.entity_ids
         self._rel_ids = {r: i for i, r in enumerate(graph.relations)}
@@ -181,7 +195,7 @@ class ChainCompleter:
         return np.unique(self._pg.dst[pos][self._pg.rel[pos] == signed]).astype(np.int64)
 
     def predict(
-        self, node: int, step: str, *, prior_weight: float = 0.0, local_bonus: float = 0.0
+        self, node: int, step: str, *, prior_weight: float = 0.0, local_bonus: float = 0.0, rule_weight: float = 0.0
     ) -> list[tuple[int, float]]:
         """Predicted far ends of one step from ``node``: ``top_k`` ``(graph row, log-score)``, best
         first, over the type-consistent candidates (module docstring, step 2); ``[]`` when the
@@ -208,6 +222,8 @@ class ChainCompleter:
         if local_bonus:
             pos, _ = self._pg.gather(np.array([node]))
             total = total + local_bonus * np.isin(cands, self._pg.dst[pos])
+        if rule_weight and self.path_rules is not None:
+            total = total + rule_weight * self.path_rules.confidences([node], signed)[0][cands]
         total = _log_softmax(total)
         top = np.argsort(-total, kind="stable")[: self.top_k]
         return [(int(cands[i]), float(total[i])) for i in top]
@@ -256,7 +272,13 @@ class ChainCompleter:
         return bool(len(np.setdiff1d(nodes, [start])))
 
     def walk(
-        self, topic: str, chain: Sequence[str], *, prior_weight: float = 0.0, local_bonus: float = 0.0
+        self,
+        topic: str,
+        chain: Sequence[str],
+        *,
+        prior_weight: float = 0.0,
+        local_bonus: float = 0.0,
+        rule_weight: float = 0.0,
     ) -> list[Completion]:
         """Every end reached from ``topic`` along ``chain`` (see the module docstring), ranked;
         the topic itself is never an answer. Unknown relations or topic: ``[]``."""
@@ -283,7 +305,8 @@ class ChainCompleter:
                     _keep(nxt, _State(w, st.nodes + [w], st.predicted + [False], st.logp, st.edge_scores, st.reason))
             missing.sort(key=lambda s: (sum(s.predicted), -s.logp))
             for st in missing[: self.beam]:
-                for w, lp in self.predict(st.node, step, prior_weight=prior_weight, local_bonus=local_bonus):
+                weights = {"prior_weight": prior_weight, "local_bonus": local_bonus, "rule_weight": rule_weight}
+                for w, lp in self.predict(st.node, step, **weights):
                     if w in st.nodes:
                         continue
                     rel, inv = parse_step(step)
@@ -378,12 +401,15 @@ class MergeRule:
     theta: float | None = None
     #: complete only when the path ranker gives the chain at least this probability
     min_chain_prob: float = 0.0
+    #: weight of the mined rules' confidence (0: unused; needs ``ChainCompleter(path_rules=...)``)
+    rule_weight: float = 0.0
 
     @property
     def name(self) -> str:
         gate = "no gate" if self.theta is None else f"verifier <= {self.theta:.4g}"
+        rules = f", rules {self.rule_weight:g}" if self.rule_weight else ""
         return (
-            f"complete (prior {self.prior_weight:g}, local {self.local_bonus:g}, "
+            f"complete (prior {self.prior_weight:g}, local {self.local_bonus:g}{rules}, "
             f"chain p >= {self.min_chain_prob:g}, {gate})"
         )
 
@@ -397,6 +423,7 @@ class MergeRule:
             "local_bonus": self.local_bonus,
             "theta": self.theta,
             "min_chain_prob": self.min_chain_prob,
+            "rule_weight": self.rule_weight,
         }
 
 
@@ -462,7 +489,9 @@ class Know3FRAGRetriever(Retriever):
         """The chain walked from every topic entity with ``rule``'s weights, ranked."""
         comps: list[Completion] = []
         for t in topics:
-            comps += self.completer.walk(t, chain, prior_weight=rule.prior_weight, local_bonus=rule.local_bonus)
+            comps += self.completer.walk(
+                t, chain, prior_weight=rule.prior_weight, local_bonus=rule.local_bonus, rule_weight=rule.rule_weight
+            )
         comps.sort(key=lambda c: (c.n_predicted, -c.logp, c.answer))
         return comps
 
