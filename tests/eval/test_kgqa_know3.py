@@ -366,6 +366,32 @@ def test_know3_frag_through_the_kgqa_bench(metaqa_root, tmp_path):
         assert (length in tuning["rules"]) == (block["chosen"] != "frag alone")
     # the KGE was cached under the bench's cache dir (reuse: test_kge_is_trained_on_the_kept_...)
     assert know3["kge"]["path"].startswith(str(tmp_path / "kge" / "metaqa-keep0.7-seed0-complex-"))
+    # rules were mined from the kept KB, and the grid tried them (every length's table has a rules row)
+    assert know3["path_rules"]["rules"] >= 1 and know3["path_rules"]["readable"]
+    for block in tuning["by_chain_length"].values():
+        assert any(", rules 1000," in name for name in block["hits@1"])
+
+
+def test_the_bench_kge_defaults_to_the_half_kb_setting(monkeypatch):
+    """Without ``kge_options`` the bench trains :data:`KB_KGE_OPTIONS` (chosen on validation
+    triples, docs/kge.md); given options win."""
+    from kgrag_plugins.eval import kgqa_know3
+
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def fake(graph, **kw):
+        seen.append(kw["train_kwargs"])
+        raise Stop
+
+    monkeypatch.setattr(kgqa_know3, "kge_for_kb", fake)
+    for opts in (None, {"epochs": 1}):
+        with pytest.raises(Stop):
+            kgqa_know3.build_know3_frag(None, None, [], dataset="x", kb_keep=0.5, kge_options=opts)
+    assert seen == [kgqa_know3.KB_KGE_OPTIONS, {"epochs": 1}]
+    assert kgqa_know3.KB_KGE_OPTIONS == {"reg": 0.1, "epochs": 200, "patience": 3}
 
 
 def test_merge_rule_needs_a_significant_win():
