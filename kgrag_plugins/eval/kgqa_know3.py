@@ -21,7 +21,9 @@
   trained it when loaded from the cache, with ``loaded_from_cache``).
 - **Merge rules** (:func:`tune_merge`), chosen on *training* questions (never the evaluated
   ones; ``TUNE_PER_HOP`` per hop), one per predicted chain length (1, 2, 3+): keep FRAG's
-  answers, or complete with a prior weight (0 / 1), a local-candidate bonus (0 / 4), a least
+  answers, or complete with a prior weight (0 / 1), a local-candidate bonus (0 / 4), a weight of
+  the rules mined from the kept KB (0 / 1000, :class:`~kgrag_plugins.models.kge_rules.PathRules`;
+  1000 = rule-predicted entities first), a least
   path-ranker probability of the chain (0 / 0.3 / 0.5) and a verifier gate (none, or the
   verifier's calibrated thresholds ``TripleVerifier.calibrate(p)``, p = 99 / 95 / 90 / 75 / 50:
   the p-th percentile of its scores over the KGE's held-out triples, or over known KB triples for
