@@ -257,11 +257,14 @@ def _same_name_matrix(names: Sequence[str], n: int) -> Any:
 def role_counts(
     heads: np.ndarray, relations: np.ndarray, tails: np.ndarray, num_entities: int, num_relations: int
 ) -> np.ndarray:
-    """``[2R, n]``: how often each entity is the far end of each signed relation."""
+    """``[2R, n]`` int64: how often each entity is the far end of each signed relation (row
+    ``r``: tails of ``r``; row ``r + R``: its heads)."""
     R, n = int(num_relations), int(num_entities)
-    out = np.zeros((2 * R, n), dtype=np.float32)
-    np.add.at(out, (np.asarray(relations), np.asarray(tails)), 1.0)
-    np.add.at(out, (np.asarray(relations) + R, np.asarray(heads)), 1.0)
+    h, r, t = (np.asarray(a, dtype=np.int64) for a in (heads, relations, tails))
+    out = np.zeros((2 * R, n), dtype=np.int64)
+    for i in range(R):
+        out[i] = np.bincount(t[r == i], minlength=n)
+        out[i + R] = np.bincount(h[r == i], minlength=n)
     return out
 
 
@@ -284,7 +287,7 @@ def rule_augmented_scores(
     rel = np.asarray(signed_relations, dtype=np.int64)
     hd = np.asarray(heads, dtype=np.int64)
     if prior_weight and counts is not None:
-        s = s + prior_weight * np.log1p(counts[rel])
+        s = s + prior_weight * np.log1p(counts[rel], dtype=np.float32)
     if rules is not None and rule_weight:
         for sr in np.unique(rel):
             idx = np.flatnonzero(rel == sr)

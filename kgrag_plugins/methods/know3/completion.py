@@ -52,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from ...index.graph import KnowledgeGraph
+from ...models.kge_rules import role_counts
 from ...types import Evidence, Fact, Path
 from ..base import Retriever
 from ..frag.path_ranker import INVERSE_PREFIX, Chain, chain_key
@@ -174,11 +175,8 @@ class ChainCompleter:
         self._kge_row = np.array([kidx.get(e, -1) for e in self._ids], dtype=np.int64)
         #: signed relation id -> graph rows at the far end of a step (the type the step expects)
         self._range = slot_types(graph, type_overlap)
-        h, r, t = (a.astype(np.int64) for a in graph.triple_arrays())
-        R, n = len(graph.relations), graph.num_entities
         #: signed relation id -> how often each entity row is at the far end of a step in the KB
-        self._counts = {i: np.bincount(t[r == i], minlength=n) for i in range(R)}
-        self._counts.update({i + R: np.bincount(h[r == i], minlength=n) for i in range(R)})
+        self._counts = role_counts(*graph.triple_arrays(), graph.num_entities, len(graph.relations))
         self._score_cache: dict[tuple[str, str, str], Any] = {}
 
     # ------------------------------------------------------------------ KB and KGE steps
@@ -288,6 +286,7 @@ class ChainCompleter:
         if any(s is None for s in signed_steps):
             return []
         start = self.graph.index_of(topic)
+        weights = {"prior_weight": prior_weight, "local_bonus": local_bonus, "rule_weight": rule_weight}
         frontier: dict[int, _State] = {start: _State(start, [start], [], 0.0, [], None)}
         for step, signed in zip(chain, signed_steps):
             assert signed is not None
@@ -305,7 +304,6 @@ class ChainCompleter:
                     _keep(nxt, _State(w, st.nodes + [w], st.predicted + [False], st.logp, st.edge_scores, st.reason))
             missing.sort(key=lambda s: (sum(s.predicted), -s.logp))
             for st in missing[: self.beam]:
-                weights = {"prior_weight": prior_weight, "local_bonus": local_bonus, "rule_weight": rule_weight}
                 for w, lp in self.predict(st.node, step, **weights):
                     if w in st.nodes:
                         continue
