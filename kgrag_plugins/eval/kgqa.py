@@ -309,6 +309,11 @@ def run_kgqa_bench(
     kb_report["isolated_topic_entities"] = {
         "evaluation": isolated_topics(graph, evaluation),
         "train": isolated_topics(graph, train),
+        # per hop count: questions no method reading only the kept KB can answer from the topic
+        "evaluation_by_hops": {
+            str(h): isolated_topics(graph, [q for q in evaluation if int(q.hops or 0) == h])
+            for h in sorted({int(q.hops or 0) for q in evaluation})
+        },
     }
     index = KnowledgeIndex.build([], graph=graph, embedder=embedder or default_embedder(), progress=False)
     load_s = time.perf_counter() - t0

@@ -27,7 +27,10 @@
   path-ranker probability of the chain (0 / 0.3 / 0.5) and a verifier gate (none, or the
   verifier's calibrated thresholds ``TripleVerifier.calibrate(p)``, p = 99 / 95 / 90 / 75 / 50:
   the p-th percentile of its scores over the KGE's held-out triples, or over known KB triples for
-  a KGE cached before the held-out split was stored). Completion is used for a chain
+  a KGE cached before the held-out split was stored); or, instead of the KGE, the relaxed walk
+  along the chain (:class:`~kgrag_plugins.methods.know3.relaxed.RelaxedWalker`: at the inner hops
+  the other linking relations weighted by 1 / 5 times their mined substitution confidence, or
+  uniformly 0.1 / 1; random walk or path counts). Completion is used for a chain
   length only when it beats FRAG alone there significantly (one-sided sign test at 5 % on the
   questions where the two answers differ in correctness). The path ranker that predicts the
   chains was trained on the same training questions (in-sample chains).
@@ -64,6 +67,10 @@ LOCAL_BONUSES: tuple[float, ...] = (0.0, 4.0)
 #: Weights of the mined rules' confidence tried by :func:`tune_merge` (1000: rule-predicted
 #: entities first; docs/kge.md "Mined rules"); used only when the completer has ``path_rules``.
 RULE_WEIGHTS: tuple[float, ...] = (0.0, 1000.0)
+#: Relaxed walks tried by :func:`tune_merge` (:class:`~kgrag_plugins.methods.know3.relaxed.RelaxedWalker`):
+#: ``(weights, eps)``, the mined substitution rules' confidence times 1 / 5 first, then a uniform
+#: 0.1 / 1; each with the random-walk normalisation and with path counts.
+RELAX_WALKS: tuple[tuple[str, float], ...] = (("rules", 1.0), ("rules", 5.0), ("uniform", 0.1), ("uniform", 1.0))
 #: Least path-ranker probabilities of the predicted chain tried by :func:`tune_merge`.
 CHAIN_PROBS: tuple[float, ...] = (0.0, 0.3, 0.5)
 #: Training questions per hop used to choose the merge rules.
@@ -228,9 +235,11 @@ def _rule_grid(
     chain_probs: Sequence[float],
     thetas: dict[str, float | None],
     rule_weights: Sequence[float] = (0.0,),
+    relax_walks: Sequence[tuple[str, float]] = (),
 ) -> list[tuple[str, Any]]:
     """Candidate rules; within each weight setting the more probable chain and the stricter gate
-    first (so ties go to the stricter rule). Gates with equal thresholds are tried once."""
+    first (so ties go to the stricter rule). Gates with equal thresholds are tried once. The
+    relaxed-walk rules (``relax_walks``; random walk before path counts) come last."""
     from ..methods.know3.completion import MergeRule
 
     gates: dict[float | None, str] = {}
@@ -245,6 +254,11 @@ def _rule_grid(
                         rules = f", rules {rw:g}" if rw else ""
                         name = f"complete (prior {pw:g}, local {lb:g}{rules}, chain p >= {mp:g}, {gate})"
                         out.append((name, MergeRule(pw, lb, theta, mp, rule_weight=rw)))
+    for weights, eps in relax_walks:
+        for normalise in (True, False):
+            for mp in sorted(chain_probs, reverse=True):
+                rule = MergeRule(0.0, 0.0, None, mp, relax_eps=eps, relax_normalise=normalise, relax_weights=weights)
+                out.append((rule.name, rule))
     return out
 
 
@@ -257,6 +271,7 @@ def tune_merge(
     chain_probs: Sequence[float] = CHAIN_PROBS,
     percentiles: Sequence[float | None] = GATE_PERCENTILES,
     rule_weights: Sequence[float] | None = None,
+    relax_walks: Sequence[tuple[str, float]] = RELAX_WALKS,
     progress: bool = True,
 ) -> dict[str, Any]:
     """Choose ``retriever.rules`` (one :class:`~kgrag_plugins.methods.know3.completion.MergeRule`
@@ -269,7 +284,8 @@ def tune_merge(
     going to the earlier one of the grid (lower prior weight and local bonus, then the stricter
     chain probability and gate first, rules unused before used). Gates are the verifier's
     calibrated thresholds (``TripleVerifier.calibrate(p)``, ``None`` = no gate). ``rule_weights``
-    (default :data:`RULE_WEIGHTS` when the completer has mined ``path_rules``, else ``(0,)``)."""
+    (default :data:`RULE_WEIGHTS` when the completer has mined ``path_rules``, else ``(0,)``);
+    ``relax_walks`` adds relaxed-walk rules (``(weights, eps)`` pairs, :data:`RELAX_WALKS`; ``()``: none)."""
     from ..methods.know3.completion import MAX_RULE_HOPS
 
     verifier = retriever.completer.verifier
@@ -281,7 +297,7 @@ def tune_merge(
             thetas[f"verifier <= p{p:g}"] = float(verifier.calibrate(percentile=p))
     if rule_weights is None:
         rule_weights = RULE_WEIGHTS if getattr(retriever.completer, "path_rules", None) is not None else (0.0,)
-    grid = _rule_grid(prior_weights, local_bonuses, chain_probs, thetas, rule_weights)
+    grid = _rule_grid(prior_weights, local_bonuses, chain_probs, thetas, rule_weights, relax_walks)
     hits: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     counts = {"questions": len(questions), "no_chain": 0, "chain_in_kb": 0, "chain_missing": 0}
     t0 = time.perf_counter()
@@ -299,11 +315,20 @@ def tune_merge(
         frag_answers = retriever.frag.evidence(q.question, 32).trace.get("answers") or []
         hits[length]["frag alone"].append(hits_at_1(frag_answers, q.answers))
         walks: dict[tuple[float, float, float], list] = {}
+        relaxed: dict[tuple[float, bool, str], list[str]] = {}
         for name, rule in grid:
+            answers = frag_answers
+            if rule.relaxed:
+                rkey = (rule.relax_eps, rule.relax_normalise, rule.relax_weights)
+                if rkey not in relaxed:
+                    relaxed[rkey] = retriever.relaxed_answers(topics, chain, rule)
+                if rule.applies(logp) and relaxed[rkey]:
+                    answers = list(dict.fromkeys(relaxed[rkey] + list(frag_answers)))
+                hits[length][name].append(hits_at_1(answers, q.answers))
+                continue
             key = (rule.prior_weight, rule.local_bonus, rule.rule_weight)
             if key not in walks:
                 walks[key] = retriever.completions(topics, chain, rule)
-            answers = frag_answers
             if rule.applies(logp):
                 answers, _, _ = retriever.merge(frag_answers, walks[key], rule.theta)
             hits[length][name].append(hits_at_1(answers, q.answers))
@@ -372,9 +397,11 @@ def build_know3_frag(
     """``know3:frag`` around a configured FRAG retriever: KGE (:func:`kge_for_kb`), verifier
     (default method), :class:`~kgrag_plugins.methods.know3.completion.ChainCompleter` (with
     :class:`~kgrag_plugins.models.kge_rules.PathRules` mined from the kept KB when ``path_rules``),
-    and the merge rule chosen on ``tune_per_hop`` training questions per hop (:func:`tune_merge`;
-    the rules' weight is one of its choices)."""
+    the relaxed walker over the kept KB, and the merge rule chosen on ``tune_per_hop`` training
+    questions per hop (:func:`tune_merge`; the rules' weight and the relaxed walk are among its
+    choices)."""
     from ..methods.know3.completion import ChainCompleter, Know3FRAGRetriever
+    from ..methods.know3.relaxed import RelaxedWalker
     from ..methods.know3.scoring import TripleVerifier
     from ..models.kge_rules import PathRules
 
@@ -386,7 +413,8 @@ def build_know3_frag(
     verifier = TripleVerifier(kge, graph)
     mined = PathRules.from_graph(graph) if path_rules else None
     completer = ChainCompleter(graph, kge, verifier, path_rules=mined)
-    retriever = Know3FRAGRetriever(frag, completer, rules={})
+    walker = RelaxedWalker(frag.graph)
+    retriever = Know3FRAGRetriever(frag, completer, rules={}, relaxed=walker)
     setup_s = time.perf_counter() - t
     tuning = tune_merge(retriever, tuning_sample(train, tune_per_hop), progress=progress)
     report = {
@@ -398,6 +426,13 @@ def build_know3_frag(
         },
         "completion": {"top_k": completer.top_k, "beam": completer.beam, "max_frontier": completer.max_frontier},
         "path_rules": None if mined is None else mined.to_dict(list(graph.relations)),
+        "relaxed_walk": {
+            "linking_relations": walker.linking,
+            "max_fan": walker.max_fan,
+            "substitution_confidence": {
+                f"{s} <= {o}": round(c, 4) for (s, o), c in sorted(walker.confidence.items()) if c >= 0.01
+            },
+        },
         "merge_tuning": tuning,
     }
     return retriever, report

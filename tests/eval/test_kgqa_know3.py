@@ -270,6 +270,41 @@ def test_know3_frag_retriever_merges_completions_kb_first(toy_kge):
     assert ev.trace["answer_source"] == "paths" and "no merge rule" in ev.trace["completion"]
 
 
+def test_know3_frag_relaxed_rule_bridges_a_missing_inner_hop(toy_kge):
+    from kgrag_plugins.index.store import KnowledgeIndex
+    from kgrag_plugins.methods.frag import FRAGRetriever
+    from kgrag_plugins.methods.frag.path_ranker import PathRanker
+    from kgrag_plugins.methods.know3.completion import ChainCompleter, Know3FRAGRetriever, MergeRule
+    from kgrag_plugins.methods.know3.relaxed import RelaxedWalker
+
+    graph, _, model, _, _, _, _ = toy_kge
+    emb = HashEmbedder()
+    index = KnowledgeIndex.build([], graph=graph, embedder=emb, progress=False)
+    ranker = PathRanker(emb).fit(
+        ["who directed it", "what genres are the films directed by it", "which films did it direct"],
+        [("directed_by",), ("~directed_by", "has_genre"), ("~directed_by",)],
+    )
+    frag = FRAGRetriever(index, mode="simple", path_ranker=ranker)
+    rule = MergeRule(0.0, 0.0, None, relax_eps=0.1)
+    assert rule.relaxed and "relaxed walk" in rule.name and rule.to_dict()["relax_eps"] == 0.1
+    k3 = Know3FRAGRetriever(frag, ChainCompleter(graph, model), rules={2: rule})
+    # Director H lost every directed_by triple but wrote his three films (all Thriller): the
+    # relaxed walk follows written_by at the inner hop; the last hop stays has_genre
+    q = "what genres are the films directed by [Director H]"
+    ev = k3.retrieve(q, 5)
+    assert ev.trace["predicted_chain"] == ["~directed_by", "has_genre"] and ev.trace["chain_in_kb"] is False
+    assert ev.trace["answer_source"] == "relaxed" and ev.trace["relaxed_answers"] == ["Thriller"]
+    frag_answers = frag.retrieve(q, 5).trace["answers"]
+    assert ev.trace["answers"] == list(dict.fromkeys(["Thriller", *frag_answers]))
+    assert k3.relaxed.graph is frag.graph  # built on first use
+    # the KB has the chain: FRAG's answers stand
+    ev = k3.retrieve("what genres are the films directed by [Director B]", 5)
+    assert ev.trace["chain_in_kb"] is True and ev.trace["answer_source"] == "paths"
+    # a walker over another graph is refused
+    with pytest.raises(ValueError, match="another graph"):
+        Know3FRAGRetriever(frag, ChainCompleter(graph, model), relaxed=RelaxedWalker(_graph(TRIPLES)))
+
+
 # --------------------------------------------------------------------------- the bench
 
 QUESTION_TEMPLATES = {
@@ -339,12 +374,15 @@ def test_know3_frag_through_the_kgqa_bench(metaqa_root, tmp_path):
     assert report["kb_keep"]["kb_keep"] == 0.7
     assert report["kb_keep"]["triples_kept"] + report["kb_keep"]["triples_removed"] == len(TRIPLES)
     assert report["kg"]["triples"] == report["kb_keep"]["triples_kept"] == round(0.7 * len(TRIPLES))
+    iso = report["kb_keep"]["isolated_topic_entities"]
+    assert set(iso["evaluation_by_hops"]) == {"1", "2", "3"}
+    assert sum(iso["evaluation_by_hops"].values()) == iso["evaluation"]
     assert set(report["results"]) == {"frag", "know3:frag"}
     for name, r in report["results"].items():
         assert r["n"] == 12 and set(r["by_hops"]) == {"1", "2", "3"}, name
         assert all(b["n"] == 4 for b in r["by_hops"].values()), name
     k3 = report["results"]["know3:frag"]
-    assert sum(k3["answer_sources"].values()) == 12 and set(k3["answer_sources"]) <= {"paths", "completion"}
+    assert sum(k3["answer_sources"].values()) == 12 and set(k3["answer_sources"]) <= {"paths", "completion", "relaxed"}
     assert sum(b["answer_sources"].get("completion", 0) for b in k3["by_hops"].values()) == k3["answer_sources"].get(
         "completion", 0
     )
@@ -370,6 +408,11 @@ def test_know3_frag_through_the_kgqa_bench(metaqa_root, tmp_path):
     assert know3["path_rules"]["rules"] >= 1 and know3["path_rules"]["readable"]
     for block in tuning["by_chain_length"].values():
         assert any(", rules 1000," in name for name in block["hits@1"])
+        # and the relaxed walks, both normalisations and both weights
+        relaxed = [n for n in block["hits@1"] if n.startswith("relaxed walk")]
+        assert len(relaxed) == 4 * 2 * 3 and any("path counts" in n for n in relaxed)
+        assert any(n.startswith("relaxed walk (rules x5,") for n in relaxed)
+    assert know3["relaxed_walk"]["linking_relations"] and know3["relaxed_walk"]["max_fan"] == 10.0
 
 
 def test_the_bench_kge_defaults_to_the_half_kb_setting(monkeypatch):

@@ -57,6 +57,7 @@ from ...types import Evidence, Fact, Path
 from ..base import Retriever
 from ..frag.path_ranker import INVERSE_PREFIX, Chain, chain_key
 from ..frag.paths import PathGraph
+from .relaxed import RelaxedWalker
 
 logger = logging.getLogger(__name__)
 
@@ -401,9 +402,25 @@ class MergeRule:
     min_chain_prob: float = 0.0
     #: weight of the mined rules' confidence (0: unused; needs ``ChainCompleter(path_rules=...)``)
     rule_weight: float = 0.0
+    #: > 0: rank by the relaxed walk (:class:`~.relaxed.RelaxedWalker`, other linking relations
+    #: weighted ``relax_eps`` at the inner hops) instead of the KGE completion; no verifier gate
+    relax_eps: float = 0.0
+    #: the relaxed walk's random-walk normalisation (``False``: weighted path counts)
+    relax_normalise: bool = True
+    #: the relaxed walk's substitution weights: ``"uniform"`` or ``"rules"`` (mined confidences)
+    relax_weights: str = "uniform"
+
+    @property
+    def relaxed(self) -> bool:
+        """Whether this rule ranks by the relaxed walk rather than the KGE completion."""
+        return self.relax_eps > 0
 
     @property
     def name(self) -> str:
+        if self.relaxed:
+            kind = "random walk" if self.relax_normalise else "path counts"
+            w = f"rules x{self.relax_eps:g}" if self.relax_weights == "rules" else f"eps {self.relax_eps:g}"
+            return f"relaxed walk ({w}, {kind}, chain p >= {self.min_chain_prob:g})"
         gate = "no gate" if self.theta is None else f"verifier <= {self.theta:.4g}"
         rules = f", rules {self.rule_weight:g}" if self.rule_weight else ""
         return (
@@ -422,6 +439,9 @@ class MergeRule:
             "theta": self.theta,
             "min_chain_prob": self.min_chain_prob,
             "rule_weight": self.rule_weight,
+            "relax_eps": self.relax_eps,
+            "relax_normalise": self.relax_normalise,
+            "relax_weights": self.relax_weights,
         }
 
 
@@ -439,20 +459,46 @@ class Know3FRAGRetriever(Retriever):
     has a :class:`MergeRule` for the chain's length (1, 2, 3+), the chain is walked with
     :class:`ChainCompleter` and the completed answers its gate accepts come first, then FRAG's
     (``"completion"``); with no rule, a chain less probable than the rule's ``min_chain_prob``
-    or nothing accepted, FRAG's answers stand. ``rules=None``
-    applies the default :class:`MergeRule` to every length; ``{}`` never completes. Completed
-    paths are returned as facts (``kind="completion"``) before FRAG's paths.
+    or nothing accepted, FRAG's answers stand. A rule with ``relax_eps > 0`` ranks instead by
+    the relaxed walk along the chain (:class:`~.relaxed.RelaxedWalker`, built on first use from
+    the graph unless ``relaxed`` is given): its ends come first, then FRAG's (``"relaxed"``).
+    ``rules=None`` applies the default :class:`MergeRule` to every length; ``{}`` never
+    completes. Completed paths are returned as facts (``kind="completion"``) before FRAG's paths.
     """
 
     name = "know3:frag"
 
-    def __init__(self, frag: Any, completer: ChainCompleter, *, rules: dict[int, MergeRule] | None = None) -> None:
+    def __init__(
+        self,
+        frag: Any,
+        completer: ChainCompleter,
+        *,
+        rules: dict[int, MergeRule] | None = None,
+        relaxed: RelaxedWalker | None = None,
+    ) -> None:
         self.frag = frag
         self.index = frag.index
         self.completer = completer
         self.rules: dict[int, MergeRule] = (
             {h: MergeRule() for h in range(1, MAX_RULE_HOPS + 1)} if rules is None else dict(rules)
         )
+        if relaxed is not None and relaxed.graph is not frag.graph:
+            raise ValueError("the relaxed walker was built over another graph than FRAG's")
+        self._relaxed = relaxed
+
+    @property
+    def relaxed(self) -> RelaxedWalker:
+        """The relaxed walker over FRAG's graph (built on first use)."""
+        if self._relaxed is None:
+            self._relaxed = RelaxedWalker(self.frag.graph)
+        return self._relaxed
+
+    def relaxed_answers(self, topics: Sequence[str], chain: Sequence[str], rule: MergeRule) -> list[str]:
+        """Names of the relaxed walk's best ends along ``chain`` with ``rule``'s weights."""
+        ends = self.relaxed.walk(
+            topics, chain, eps=rule.relax_eps, normalise=rule.relax_normalise, weights=rule.relax_weights
+        )
+        return [self.frag.graph.name_of(e) for e, _ in ends]
 
     @property
     def mode(self) -> str:
@@ -522,6 +568,12 @@ class Know3FRAGRetriever(Retriever):
                 trace["completion"] = f"off for {len(chain)}-hop chains (no merge rule)"
             elif not in_kb and rule is not None and not rule.applies(logp):
                 trace["completion"] = f"off: chain probability below {rule.min_chain_prob:g}"
+            elif not in_kb and rule is not None and rule.relaxed:
+                relaxed = self.relaxed_answers(topics, chain, rule)
+                trace["merge_rule"] = rule.to_dict()
+                trace["relaxed_answers"] = relaxed
+                if relaxed:
+                    answers, source = list(dict.fromkeys(relaxed + frag_answers)), "relaxed"
             elif not in_kb and rule is not None:
                 comps = self.completions(topics, chain, rule)
                 answers, source, used = self.merge(frag_answers, comps, rule.theta)
