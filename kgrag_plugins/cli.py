@@ -123,6 +123,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         labels=args.labels,
         retriever_opts=args.retriever_opt or (),
         kb_keep=args.kb_keep,
+        kb_seed=args.kb_seed,
         slice_corpus=args.slice_corpus,
     )
     print(markdown_table(report))
@@ -467,6 +468,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=1.0,
         metavar="F",
         help="KGQA: keep a fixed-seed random fraction F (0 < F <= 1) of the KB's triples (incomplete-KG test)",
+    )
+    b.add_argument(
+        "--kb-seed",
+        type=int,
+        default=0,
+        metavar="S",
+        help="KGQA with --kb-keep: the seed that picks the kept triples (another S: another half)",
     )
     b.add_argument("--out", type=Path, default=None, help="write the JSON report here")
     b.add_argument(

@@ -479,3 +479,11 @@ def test_cli_kb_keep(metaqa_root, tmp_path, capsys):
     assert set(by_hops) == {"1", "2", "3"} and all(b["n"] == 3 for b in by_hops.values())
     assert main(argv + ["--kb-keep", "1.5", "--quiet"]) == 2
     assert "kb_keep" in capsys.readouterr().err
+    # --kb-seed picks another half: the seed is reported and other triples are kept
+    other = tmp_path / "half-seed1.json"
+    common = ["--per-hop", "3", "--train-per-hop", "0", "--kb-keep", "0.5", "--quiet"]
+    assert main(argv + common + ["--kb-seed", "1", "--out", str(other)]) == 0
+    seed1 = json.loads(other.read_text(encoding="utf-8"))
+    assert report["kb_keep"]["seed"] == 0 and seed1["kb_keep"]["seed"] == 1
+    assert seed1["kg"]["triples"] == report["kg"]["triples"]
+    assert not np.array_equal(split_kb(len(TRIPLES), 0.5, 0)[0], split_kb(len(TRIPLES), 0.5, 1)[0])

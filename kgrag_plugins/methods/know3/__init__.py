@@ -5,7 +5,8 @@ retriever; its parts: :mod:`.extraction` (Fig. 9 / spaCy SVO triples linked to t
 :mod:`.scoring` (:class:`TripleVerifier`, the relative triple score of Eq. 2 and alternatives),
 :mod:`.threshold` (θ_t schedules), :mod:`.query` (knowledge-enhanced query q^KG, App. A),
 :mod:`.filter` (relevance + factual reference filter), :mod:`.prompts` (App. D) and
-:mod:`.completion` (KG completion as evidence on KGQA). No module imports pykeen or trains
+:mod:`.completion` (KG completion as evidence on KGQA) with :mod:`.relaxed` (the relaxed chain
+walk that bridges a missing hop with a neighbouring relation). No module imports pykeen or trains
 anything at import time.
 """
 
@@ -27,6 +28,7 @@ __all__ = [
     "LinkedTriple",
     "QueryEnhancer",
     "ReferenceFilter",
+    "RelaxedWalker",
     "ThresholdSchedule",
     "TripleExtractor",
     "TripleVerifier",
@@ -42,6 +44,7 @@ _LAZY = {
     "plausibility": ".scoring",
     "Know3FRAGRetriever": ".completion",
     "ChainCompleter": ".completion",
+    "RelaxedWalker": ".relaxed",
 }
 
 
