@@ -124,6 +124,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         retriever_opts=args.retriever_opt or (),
         kb_keep=args.kb_keep,
         kb_seed=args.kb_seed,
+        tune_per_hop=args.tune_per_hop,
         slice_corpus=args.slice_corpus,
     )
     print(markdown_table(report))
@@ -475,6 +476,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         metavar="S",
         help="KGQA with --kb-keep: the seed that picks the kept triples (another S: another half)",
+    )
+    b.add_argument(
+        "--tune-per-hop",
+        type=int,
+        default=None,
+        metavar="N",
+        help="KGQA know3:frag: training questions per hop its merge rules are chosen on (default 1000)",
     )
     b.add_argument("--out", type=Path, default=None, help="write the JSON report here")
     b.add_argument(

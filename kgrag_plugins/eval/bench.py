@@ -280,6 +280,7 @@ def run_bench(
     retriever_opts: Sequence[str] = (),
     kb_keep: float = 1.0,
     kb_seed: int = 0,
+    tune_per_hop: int | None = None,
     slice_corpus: bool = False,
 ) -> dict[str, Any]:
     """Run ``retrievers`` on ``dataset``; write JSON to ``out`` (if given) and return it.
@@ -295,7 +296,8 @@ def run_bench(
     :func:`~kgrag_plugins.eval.kgqa.run_kgqa_bench` (``per_hop`` / ``train_per_hop``, default
     ``kgqa.TRAIN_PER_HOP``, and the hop
     classifier's training ``labels``, ``"dataset"`` or ``"hmin"``, and ``kb_keep``, the fraction
-    of the KB's triples kept, chosen with ``kb_seed``, apply there)."""
+    of the KB's triples kept, chosen with ``kb_seed``, and ``tune_per_hop``, the training questions
+    per hop ``know3:frag`` chooses its merge rules on, apply there)."""
     if not retrievers:
         raise ValueError("no retrievers given")
     ds0 = load_dataset(dataset, data_dir=data_dir, limit=limit, slice_corpus=slice_corpus)
@@ -305,6 +307,7 @@ def run_bench(
         report = run_kgqa_bench(
             ds0, retrievers, per_hop=per_hop, train_per_hop=TRAIN_PER_HOP if train_per_hop is None else train_per_hop,
             progress=progress, labels=labels, kb_keep=kb_keep, kb_seed=kb_seed, cache_dir=cache_dir,
+            tune_per_hop=tune_per_hop,
         )  # fmt: skip
         _write(report, out)
         return report

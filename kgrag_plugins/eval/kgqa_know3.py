@@ -73,8 +73,9 @@ RULE_WEIGHTS: tuple[float, ...] = (0.0, 1000.0)
 RELAX_WALKS: tuple[tuple[str, float], ...] = (("rules", 1.0), ("rules", 5.0), ("uniform", 0.1), ("uniform", 1.0))
 #: Least path-ranker probabilities of the predicted chain tried by :func:`tune_merge`.
 CHAIN_PROBS: tuple[float, ...] = (0.0, 0.3, 0.5)
-#: Training questions per hop used to choose the merge rules.
-TUNE_PER_HOP = 300
+#: Training questions per hop used to choose the merge rules (300 until 2026-11-29: on two random
+#: half KBs, 1,000 gave the more reliable choice; docs/know3.md).
+TUNE_PER_HOP = 1000
 #: ``train_kge`` options of the bench's KGE (``kge_options=None``): the half-KB sweep's best CPU
 #: setting, chosen on validation triples (docs/kge.md: N3 0.1, early stopping; validation MRR
 #: 0.178 against 0.127 for the library defaults, about 165 s on 2 idle cores).

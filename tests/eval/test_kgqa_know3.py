@@ -487,3 +487,13 @@ def test_cli_kb_keep(metaqa_root, tmp_path, capsys):
     assert report["kb_keep"]["seed"] == 0 and seed1["kb_keep"]["seed"] == 1
     assert seed1["kg"]["triples"] == report["kg"]["triples"]
     assert not np.array_equal(split_kb(len(TRIPLES), 0.5, 0)[0], split_kb(len(TRIPLES), 0.5, 1)[0])
+    # --tune-per-hop reaches the KGQA bench (None: the library default)
+    from kgrag_plugins.eval import kgqa
+
+    seen = []
+    real = kgqa.run_kgqa_bench
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kgqa, "run_kgqa_bench", lambda *a, **kw: seen.append(kw) or real(*a, **kw))
+        assert main(argv + common + ["--tune-per-hop", "7"]) == 0
+        assert main(argv + common) == 0
+    assert [kw["tune_per_hop"] for kw in seen] == [7, None] and seen[0]["kb_seed"] == 0
