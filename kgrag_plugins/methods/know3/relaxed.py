@@ -45,6 +45,9 @@ MAX_FAN = 10.0
 WEIGHTS = ("rules", "uniform")
 #: Smoothing of the substitution rules' confidence (as ``PathRules``).
 CONF_SMOOTHING = 5.0
+#: Weighted step matrices kept per walker (a relaxed one about the size of the linking relations'
+#: edges: about 1.3 MB on MetaQA's half KB).
+STEP_CACHE = 128
 
 
 def linking_relations(graph: KnowledgeGraph, max_fan: float = MAX_FAN) -> list[str]:
@@ -102,14 +105,15 @@ class RelaxedWalker:
 
         if step not in self._adj:
             raise KeyError(f"unknown relation step {step!r}; the graph has {', '.join(self.graph.relations)}")
-        key = (step, float(eps), bool(relax), bool(normalise), weights)
+        relax = bool(relax and eps > 0)
+        key = (step, float(eps), True, bool(normalise), weights) if relax else (step, 0.0, False, bool(normalise), "")
         if key in self._steps:
             return self._steps[key]
         m = self._adj[step]
-        if relax and eps > 0 and weights == "uniform":
+        if relax and weights == "uniform":
             others = self._linking_sum - m if step in self._linking_signed else self._linking_sum
             m = m + eps * others
-        elif relax and eps > 0:
+        elif relax:
             for o in sorted(self._linking_signed - {step}):
                 c = self.confidence.get((step, o), 0.0)
                 if c > 0:
@@ -119,6 +123,8 @@ class RelaxedWalker:
             deg[deg == 0] = 1.0
             m = sparse.diags(1.0 / deg) @ m
         m = m.T.tocsr()  # applied as m.T @ v
+        if len(self._steps) >= STEP_CACHE:  # bounded: oldest first out
+            self._steps.pop(next(iter(self._steps)))
         self._steps[key] = m
         return m
 

@@ -113,6 +113,18 @@ def test_rule_weights_are_the_kbs_substitution_confidences():
         walker.scores([0], chain, weights="learned")
 
 
+def test_the_step_cache_is_bounded_and_results_do_not_depend_on_it(graph, monkeypatch):
+    from kgrag_plugins.methods.know3 import relaxed
+
+    monkeypatch.setattr(relaxed, "STEP_CACHE", 2)
+    walker = RelaxedWalker(graph, max_fan=1.2)
+    first = _weights(walker, graph, eps=0.1)
+    for eps in (0.2, 0.3, 0.4):
+        _weights(walker, graph, eps=eps)
+    assert len(walker._steps) <= 2
+    assert _weights(walker, graph, eps=0.1) == first
+
+
 def test_bad_input_gets_a_clear_error(graph):
     with pytest.raises(ValueError, match="max_fan"):
         RelaxedWalker(graph, max_fan=0)
