@@ -135,6 +135,20 @@ class HashEmbedder:
         return out / norms
 
 
+def graph_from_triples(triples):
+    """A :class:`~kgrag_plugins.index.graph.KnowledgeGraph` of ``(head, relation, tail)`` name
+    triples: one entity per distinct name (id = name), in order of first appearance."""
+    from kgrag_plugins.index.graph import KnowledgeGraph
+    from kgrag_plugins.types import Entity
+
+    g = KnowledgeGraph()
+    for e in dict.fromkeys(x for h, _, t in triples for x in (h, t)):
+        g.add_entity(Entity(e, e))
+    for h, r, t in triples:
+        g.add_triple(h, r, t)
+    return g
+
+
 @pytest.fixture(scope="session")
 def sample_corpus():
     from kgrag_plugins.demo import sample_corpus as load

@@ -319,18 +319,15 @@ def tune_merge(
         relaxed: dict[tuple[float, bool, str], list[str]] = {}
         for name, rule in grid:
             answers = frag_answers
-            if rule.relaxed:
+            if rule.applies(logp) and rule.relaxed:
                 rkey = (rule.relax_eps, rule.relax_normalise, rule.relax_weights)
                 if rkey not in relaxed:
                     relaxed[rkey] = retriever.relaxed_answers(topics, chain, rule)
-                if rule.applies(logp) and relaxed[rkey]:
-                    answers = list(dict.fromkeys(relaxed[rkey] + list(frag_answers)))
-                hits[length][name].append(hits_at_1(answers, q.answers))
-                continue
-            key = (rule.prior_weight, rule.local_bonus, rule.rule_weight)
-            if key not in walks:
-                walks[key] = retriever.completions(topics, chain, rule)
-            if rule.applies(logp):
+                answers, _ = retriever.merge_relaxed(frag_answers, relaxed[rkey])
+            elif rule.applies(logp):
+                key = (rule.prior_weight, rule.local_bonus, rule.rule_weight)
+                if key not in walks:
+                    walks[key] = retriever.completions(topics, chain, rule)
                 answers, _, _ = retriever.merge(frag_answers, walks[key], rule.theta)
             hits[length][name].append(hits_at_1(answers, q.answers))
     chosen: dict[int, Any] = {}

@@ -37,7 +37,7 @@ import numpy as np
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PathRules", "Rule", "name_key", "role_counts", "rule_augmented_scores"]
+__all__ = ["PathRules", "Rule", "name_key", "role_counts", "rule_augmented_scores", "signed_adjacency"]
 
 #: Body token for the name-equivalence relation.
 SAME_NAME = "same_name"
@@ -130,8 +130,6 @@ class PathRules:
         ``names`` (one per entity row) adds the ``same_name`` relation; ``max_length`` is 1 or 2
         (length 3 was measured worse on MetaQA's half KB: more, noisier rules); bodies with more
         than ``max_body`` pairs are skipped (memory)."""
-        import scipy.sparse as sp
-
         if max_length not in (1, 2):
             raise ValueError(f"max_length must be 1 or 2, got {max_length!r}")
         h, r, t = (np.asarray(a, dtype=np.int64) for a in (heads, relations, tails))
@@ -144,17 +142,7 @@ class PathRules:
             raise ValueError(f"names has {len(names)} entries for {n} entities")
         t0 = time.perf_counter()
 
-        def binary(m: Any) -> Any:
-            m = m.tocsr()
-            m.data[:] = 1.0
-            m.eliminate_zeros()
-            return m
-
-        A = []
-        for rel in range(R):
-            sel = r == rel
-            A.append(binary(sp.csr_matrix((np.ones(int(sel.sum()), np.float32), (h[sel], t[sel])), shape=(n, n))))
-        A += [a.T.tocsr() for a in A]
+        A = signed_adjacency(h, r, t, n, R)
         S = _same_name_matrix(names, n) if names is not None else None
 
         def inverse(b: int) -> int:
@@ -178,7 +166,7 @@ class PathRules:
         rules: list[Rule] = []
         kept: dict[tuple, Any] = {}
         for key, P in bodies():
-            P = binary(P)
+            P = _binary(P)
             P.setdiag(0)
             P.eliminate_zeros()
             size = int(P.nnz)
@@ -233,6 +221,35 @@ class PathRules:
         if relations is not None:
             d["readable"] = self.describe(relations)
         return d
+
+
+def _binary(m: Any) -> Any:
+    """``m`` as CSR with every stored entry set to 1 (zeros dropped)."""
+    m = m.tocsr()
+    m.data[:] = 1.0
+    m.eliminate_zeros()
+    return m
+
+
+def signed_adjacency(
+    heads: np.ndarray,
+    relations: np.ndarray,
+    tails: np.ndarray,
+    num_entities: int,
+    num_relations: int,
+    dtype: Any = np.float32,
+) -> list[Any]:
+    """``2R`` binary ``n × n`` CSR matrices: entry ``[x, y]`` is 1 when ``(x, r, y)`` is a triple
+    (row ``r < R``) or ``(y, r - R, x)`` is (the inverse rows ``r >= R``); repeats count once."""
+    import scipy.sparse as sp
+
+    h, r, t = (np.asarray(a, dtype=np.int64) for a in (heads, relations, tails))
+    n, R = int(num_entities), int(num_relations)
+    A = []
+    for rel in range(R):
+        sel = r == rel
+        A.append(_binary(sp.csr_matrix((np.ones(int(sel.sum()), dtype), (h[sel], t[sel])), shape=(n, n))))
+    return A + [a.T.tocsr() for a in A]
 
 
 def _same_name_matrix(names: Sequence[str], n: int) -> Any:

@@ -12,14 +12,13 @@ import json
 
 import numpy as np
 import pytest
-from conftest import HashEmbedder
+from conftest import HashEmbedder, graph_from_triples
 from movie_kg import movie_triples
 
 from kgrag_plugins.cli import main
 from kgrag_plugins.eval.kgqa import run_kgqa_bench
 from kgrag_plugins.eval.kgqa_know3 import keep_kb, kge_for_kb, split_kb
 from kgrag_plugins.index.graph import KnowledgeGraph
-from kgrag_plugins.types import Entity
 
 DIRECTORS = [f"Director {c}" for c in "ABCDEFGH"]
 GENRES = ["Drama", "Comedy", "Action", "Thriller"]
@@ -40,15 +39,6 @@ MOVIES = _movies()
 TRIPLES = movie_triples(MOVIES)
 FILMS = [m[0] for m in MOVIES]
 ACTORS = sorted({a for m in MOVIES for a in m[2]})
-
-
-def _graph(triples) -> KnowledgeGraph:
-    g = KnowledgeGraph()
-    for e in dict.fromkeys(x for h, _, t in triples for x in (h, t)):
-        g.add_entity(Entity(e, e))
-    for h, r, t in triples:
-        g.add_triple(h, r, t)
-    return g
 
 
 def _set(graph: KnowledgeGraph) -> set[tuple[str, str, str]]:
@@ -74,7 +64,7 @@ def test_split_is_deterministic_disjoint_and_complete():
 
 
 def test_kept_graph_has_no_removed_triple_and_keeps_every_entity():
-    full = _graph(TRIPLES)
+    full = graph_from_triples(TRIPLES)
     kept, report = keep_kb(full, 0.5, seed=3)
     again, _ = keep_kb(full, 0.5, seed=3)
     assert _set(kept) == _set(again)
@@ -113,7 +103,7 @@ def toy_kge(tmp_path_factory):
     missing = {("Film 00", "directed_by", "Director A")} | {
         (f, "directed_by", "Director H") for f in ("Film 70", "Film 71", "Film 72")
     }
-    graph = _graph([t for t in TRIPLES if t not in missing])
+    graph = graph_from_triples([t for t in TRIPLES if t not in missing])
     for e in {x for tr in missing for x in (tr[0], tr[2])}:
         assert e in graph
     cache = tmp_path_factory.mktemp("kge-cache")
@@ -302,7 +292,7 @@ def test_know3_frag_relaxed_rule_bridges_a_missing_inner_hop(toy_kge):
     assert ev.trace["chain_in_kb"] is True and ev.trace["answer_source"] == "paths"
     # a walker over another graph is refused
     with pytest.raises(ValueError, match="another graph"):
-        Know3FRAGRetriever(frag, ChainCompleter(graph, model), relaxed=RelaxedWalker(_graph(TRIPLES)))
+        Know3FRAGRetriever(frag, ChainCompleter(graph, model), relaxed=RelaxedWalker(graph_from_triples(TRIPLES)))
 
 
 # --------------------------------------------------------------------------- the bench

@@ -550,6 +550,14 @@ class Know3FRAGRetriever(Retriever):
         names = [self.frag.graph.name_of(c.answer) for c in used]
         return list(dict.fromkeys(names + list(frag_answers))), "completion", used
 
+    @staticmethod
+    def merge_relaxed(frag_answers: Sequence[str], relaxed: Sequence[str]) -> tuple[list[str], str]:
+        """``(answer names, answer_source)``: the relaxed walk's ends first, then FRAG's
+        (``"relaxed"``); FRAG's answers alone when the walk reached nothing (``"paths"``)."""
+        if not relaxed:
+            return list(frag_answers), "paths"
+        return list(dict.fromkeys([*relaxed, *frag_answers])), "relaxed"
+
     def _retrieve(self, query: str, k: int) -> Evidence:
         ev = self.frag.evidence(query, k)
         topics = list(ev.trace.get("topic_entities") or [])
@@ -572,8 +580,7 @@ class Know3FRAGRetriever(Retriever):
                 relaxed = self.relaxed_answers(topics, chain, rule)
                 trace["merge_rule"] = rule.to_dict()
                 trace["relaxed_answers"] = relaxed
-                if relaxed:
-                    answers, source = list(dict.fromkeys(relaxed + frag_answers)), "relaxed"
+                answers, source = self.merge_relaxed(frag_answers, relaxed)
             elif not in_kb and rule is not None:
                 comps = self.completions(topics, chain, rule)
                 answers, source, used = self.merge(frag_answers, comps, rule.theta)

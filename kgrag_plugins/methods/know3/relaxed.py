@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from ...index.graph import KnowledgeGraph
+from ...models.kge_rules import signed_adjacency
 from ..frag.path_ranker import INVERSE_PREFIX
 
 __all__ = ["MAX_FAN", "RelaxedWalker", "WEIGHTS", "linking_relations"]
@@ -77,14 +78,10 @@ class RelaxedWalker:
         self.graph = graph
         self.max_fan = float(max_fan)
         n = graph.num_entities
-        h, r, t = graph.triple_arrays()
-        self._adj: dict[str, Any] = {}
-        for j, rel in enumerate(graph.relations):
-            m = r == j
-            a = sparse.csr_matrix((np.ones(int(m.sum())), (h[m], t[m])), shape=(n, n))
-            a.data[:] = 1.0  # a repeated triple is one edge
-            self._adj[rel] = a
-            self._adj[INVERSE_PREFIX + rel] = a.T.tocsr()
+        rels = list(graph.relations)
+        signed_rows = signed_adjacency(*graph.triple_arrays(), n, len(rels), dtype=np.float64)
+        signed_names = rels + [INVERSE_PREFIX + rel for rel in rels]
+        self._adj: dict[str, Any] = dict(zip(signed_names, signed_rows))
         self.linking = linking_relations(graph, max_fan)
         signed = [s for rel in self.linking for s in (rel, INVERSE_PREFIX + rel)]
         self._linking_sum = sum((self._adj[s] for s in signed), sparse.csr_matrix((n, n)))

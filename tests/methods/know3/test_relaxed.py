@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import graph_from_triples
 
 from kgrag_plugins.index.graph import KnowledgeGraph
 from kgrag_plugins.methods.know3.relaxed import RelaxedWalker, linking_relations
-from kgrag_plugins.types import Entity
 
 # D directed F1 only (the KB lost "F2 directed_by D"), wrote F2 and acts in F3; F4 shares F1's
 # year (an attribute link that must never stand in for a person). has_genre: fan-in 4/3,
@@ -28,12 +28,7 @@ CHAIN = ["directed_by", "~directed_by", "has_genre"]  # genres of the films of F
 
 @pytest.fixture(scope="module")
 def graph() -> KnowledgeGraph:
-    g = KnowledgeGraph()
-    for e in dict.fromkeys(x for h, _, t in TRIPLES for x in (h, t)):
-        g.add_entity(Entity(e, e))
-    for h, r, t in TRIPLES:
-        g.add_triple(h, r, t)
-    return g
+    return graph_from_triples(TRIPLES)
 
 
 def _weights(walker: RelaxedWalker, graph: KnowledgeGraph, **kw) -> dict[str, float]:
@@ -67,19 +62,15 @@ def test_relaxed_walk_bridges_the_missing_hop_with_other_person_relations(graph)
 
 
 def test_the_chains_own_relation_outweighs_a_relaxed_one(graph):
-    g = KnowledgeGraph()
-    for e in ["F1", "F5", "D", "Drama", "Comedy", "Western"]:
-        g.add_entity(Entity(e, e))
-    for h, r, t in [
-        ("F1", "directed_by", "D"),
-        ("F5", "directed_by", "D"),
-        ("F2", "written_by", "D"),
-        ("F5", "has_genre", "Western"),
-        ("F2", "has_genre", "Comedy"),
-    ]:
-        if h not in g:
-            g.add_entity(Entity(h, h))
-        g.add_triple(h, r, t)
+    g = graph_from_triples(
+        [
+            ("F1", "directed_by", "D"),
+            ("F5", "directed_by", "D"),
+            ("F2", "written_by", "D"),
+            ("F5", "has_genre", "Western"),
+            ("F2", "has_genre", "Comedy"),
+        ]
+    )
     walker = RelaxedWalker(g, max_fan=5.0)
     ends = walker.walk(["F1"], CHAIN, eps=0.5)
     assert [e for e, _ in ends] == ["Western", "Comedy"] and ends[0][1] == pytest.approx(2 * ends[1][1])
@@ -88,15 +79,11 @@ def test_the_chains_own_relation_outweighs_a_relaxed_one(graph):
 def test_rule_weights_are_the_kbs_substitution_confidences():
     """``weights="rules"``: another relation stands in with ``eps`` times the confidence of
     ``s(x, y) <= o(x, y)``: shared pairs / (pairs of ``o`` + 5)."""
-    g = KnowledgeGraph()
     triples = [(f"G{i}", "directed_by", f"P{i}") for i in range(4)]  # 4 films written by their director
     triples += [(f"G{i}", "written_by", f"P{i}") for i in range(4)]
     triples += [("G4", "written_by", "P0"), ("G5", "starred_actors", "P0")]  # P0 also wrote G4, acts in G5
     triples += [("T", "directed_by", "P0"), ("G4", "has_genre", "Noir"), ("G5", "has_genre", "Musical")]
-    for e in dict.fromkeys(x for h, _, t in triples for x in (h, t)):
-        g.add_entity(Entity(e, e))
-    for h, r, t in triples:
-        g.add_triple(h, r, t)
+    g = graph_from_triples(triples)
     walker = RelaxedWalker(g, max_fan=3.0)
     # directed_by <= written_by: 4 of written_by's 5 pairs are directed_by pairs -> 4 / (5 + 5)
     assert walker.confidence[("directed_by", "written_by")] == pytest.approx(0.4)
