@@ -96,6 +96,9 @@ class PathRules:
             self._by_head[rule.head].append(rule)
         self._bodies = bodies
         self.mine_seconds = 0.0
+        #: the keyword options :meth:`mine` was called with (``names`` aside), so the same rules
+        #: can be mined again from another graph (:meth:`ChainCompleter.rebased`)
+        self.options: dict[str, Any] = {}
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._by_head.values())
@@ -184,6 +187,13 @@ class PathRules:
                     kept[key] = P
         out = cls(rules, kept, n, R)
         out.mine_seconds = time.perf_counter() - t0
+        out.options = dict(
+            max_length=max_length,
+            min_support=min_support,
+            pseudo_count=pseudo_count,
+            min_confidence=min_confidence,
+            max_body=max_body,
+        )
         logger.info("mined %d rules over %d triples in %.1f s", len(rules), len(h), out.mine_seconds)
         return out
 

@@ -8,6 +8,7 @@ regular actors. Removing a film's ``directed_by`` triple leaves a fact the KGE c
 
 from __future__ import annotations
 
+import copy
 import json
 
 import numpy as np
@@ -293,6 +294,63 @@ def test_know3_frag_relaxed_rule_bridges_a_missing_inner_hop(toy_kge):
     # a walker over another graph is refused
     with pytest.raises(ValueError, match="another graph"):
         Know3FRAGRetriever(frag, ChainCompleter(graph, model), relaxed=RelaxedWalker(graph_from_triples(TRIPLES)))
+
+
+def test_completer_rebased_on_a_new_graph(toy_kge):
+    """``ChainCompleter.rebased``: the same KGE and settings over the updated KB; the verifier and
+    the mined rules are rebuilt from it (same method, same mining options)."""
+    from kgrag_plugins.methods.know3.completion import ChainCompleter
+    from kgrag_plugins.methods.know3.scoring import TripleVerifier
+    from kgrag_plugins.models.kge_rules import PathRules
+
+    graph, _, model, _, _, _, _ = toy_kge
+    rules = PathRules.from_graph(graph, min_support=2, pseudo_count=1.0)
+    assert rules.options["min_support"] == 2 and rules.options["pseudo_count"] == 1.0
+    verifier = TripleVerifier(model, graph, method="relative")
+    old = ChainCompleter(graph, model, verifier, top_k=2, beam=4, path_rules=rules)
+    assert not old.kb_walk("Film 00", ["directed_by"])
+    full = graph_from_triples(TRIPLES)  # the KB after the lost facts came back
+    new = old.rebased(full)
+    assert new.graph is full and new.kge is model and (new.top_k, new.beam) == (2, 4)
+    assert new.kb_walk("Film 00", ["directed_by"])
+    assert new.verifier is not verifier and new.verifier.method == "relative"
+    assert new.path_rules is not rules and new.path_rules.options == rules.options
+    assert new.path_rules.num_entities == full.num_entities
+    # walked over the new KB edge: nothing predicted
+    comps = new.walk("Film 00", ["directed_by"])
+    assert comps and comps[0].n_predicted == 0 and full.name_of(comps[0].answer) == "Director A"
+
+
+def test_know3_frag_follows_index_updates(toy_kge):
+    """After ``add_passages`` the index holds a new graph: FRAG, the completer and the relaxed
+    walker all move to it (no answer mixes the old KB with the new one), and answers stand."""
+    from kgrag_plugins.index.store import KnowledgeIndex
+    from kgrag_plugins.methods.frag import FRAGRetriever
+    from kgrag_plugins.methods.frag.path_ranker import PathRanker
+    from kgrag_plugins.methods.know3.completion import ChainCompleter, Know3FRAGRetriever, MergeRule
+    from kgrag_plugins.types import Passage
+
+    graph, _, model, _, _, _, _ = toy_kge
+    emb = HashEmbedder()
+    index = KnowledgeIndex.build([], graph=copy.deepcopy(graph), embedder=emb, progress=False)
+    ranker = PathRanker(emb).fit(
+        ["who directed it", "what genres are the films directed by it", "which films did it direct"],
+        [("directed_by",), ("~directed_by", "has_genre"), ("~directed_by",)],
+    )
+    frag = FRAGRetriever(index, mode="simple", path_ranker=ranker)
+    rules = {1: MergeRule(0.0, 0.0, None), 2: MergeRule(0.0, 0.0, None, relax_eps=0.1)}
+    k3 = Know3FRAGRetriever(frag, ChainCompleter(index.graph, model), rules=rules)
+    qs = ["who directed [Film 00]", "what genres are the films directed by [Director H]"]
+    before = [k3.retrieve(q, 5).trace for q in qs]
+    assert [t["answer_source"] for t in before] == ["completion", "relaxed"]
+    old_graph = index.graph
+    index.add_passages([Passage("p-new", "A note on Film 00.", "note")], progress=False)
+    assert index.graph is not old_graph
+    after = [k3.retrieve(q, 5).trace for q in qs]
+    assert k3.completer.graph is index.graph and k3.relaxed.graph is index.graph and frag.graph is index.graph
+    assert [(t["answer_source"], t["answers"]) for t in after] == [(t["answer_source"], t["answers"]) for t in before]
+    with pytest.raises(ValueError, match="completer was built over another graph"):
+        Know3FRAGRetriever(frag, ChainCompleter(old_graph, model))
 
 
 # --------------------------------------------------------------------------- the bench

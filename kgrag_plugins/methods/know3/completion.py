@@ -162,6 +162,7 @@ class ChainCompleter:
         self.top_k = top_k
         self.beam = beam
         self.max_frontier = max_frontier
+        self.type_overlap = type_overlap
         if path_rules is not None and path_rules.num_entities != graph.num_entities:
             raise ValueError(
                 f"path_rules were mined over {path_rules.num_entities} entities, the graph has "
@@ -179,6 +180,34 @@ class ChainCompleter:
         #: signed relation id -> how often each entity row is at the far end of a step in the KB
         self._counts = role_counts(*graph.triple_arrays(), graph.num_entities, len(graph.relations))
         self._score_cache: dict[tuple[str, str, str], Any] = {}
+
+    def rebased(self, graph: KnowledgeGraph) -> "ChainCompleter":
+        """The same completer over ``graph`` (the KB after an update): the same KGE and settings,
+        the verifier's known triples and the mined rules (same options) taken from ``graph``.
+        Entities the KGE never saw are walked over KB edges but never predicted; retrain the KGE
+        (:func:`~kgrag_plugins.index.kge.kge_for_index`) for them."""
+        verifier = self.verifier
+        if verifier is not None and hasattr(verifier, "sides"):
+            from .scoring import TripleVerifier
+
+            verifier = TripleVerifier(
+                self.kge, graph, method=verifier.method, aggregate=verifier.aggregate, sides=verifier.sides
+            )
+        rules = self.path_rules
+        if rules is not None:
+            from ...models.kge_rules import PathRules
+
+            rules = PathRules.from_graph(graph, **getattr(rules, "options", {}))
+        return ChainCompleter(
+            graph,
+            self.kge,
+            verifier,
+            top_k=self.top_k,
+            beam=self.beam,
+            max_frontier=self.max_frontier,
+            type_overlap=self.type_overlap,
+            path_rules=rules,
+        )
 
     # ------------------------------------------------------------------ KB and KGE steps
     def _signed(self, step: str) -> int | None:
@@ -484,11 +513,25 @@ class Know3FRAGRetriever(Retriever):
         )
         if relaxed is not None and relaxed.graph is not frag.graph:
             raise ValueError("the relaxed walker was built over another graph than FRAG's")
+        if completer.graph is not frag.graph:
+            raise ValueError("the completer was built over another graph than FRAG's")
         self._relaxed = relaxed
+
+    def _refresh(self) -> None:
+        """The index changed (``index.revision``): FRAG rebuilds from the new graph, the completer
+        is rebased on it (:meth:`ChainCompleter.rebased`) and the relaxed walker rebuilt on first
+        use, so no answer mixes the old KB with the new one. The merge rules stay as tuned."""
+        self.frag._sync_index()
+        graph = self.frag.graph
+        if self.completer.graph is not graph:
+            self.completer = self.completer.rebased(graph)
+        if self._relaxed is not None and self._relaxed.graph is not graph:
+            self._relaxed = RelaxedWalker(graph, max_fan=self._relaxed.max_fan)
 
     @property
     def relaxed(self) -> RelaxedWalker:
         """The relaxed walker over FRAG's graph (built on first use)."""
+        self._sync_index()
         if self._relaxed is None:
             self._relaxed = RelaxedWalker(self.frag.graph)
         return self._relaxed
