@@ -264,6 +264,9 @@ def _slow_query(index_dir: Path, questions: Path, out: Path, name: str, queries:
         fallbacks += bool(ev.trace.get("fallback"))
     p = pcts(ms)
     res.update({f"{name}_p50_ms": p["p50"], f"{name}_p95_ms": p["p95"], f"{name}_queries": len(ms)})
+    # the tail a p95 hides: the slowest question and the total, so one stall shows
+    res[f"{name}_max_ms"] = round(max(ms), 2) if ms else float("nan")
+    res[f"{name}_total_s"] = round(sum(ms) / 1e3, 2)
     res[f"{name}_fallbacks"] = fallbacks  # questions answered by the dense fallback (no entity, no path)
     res[f"{name}_peak_rss_mb"] = round(rss_mb()["hwm"] or 0.0, 1)
     index.close()

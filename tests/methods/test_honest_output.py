@@ -265,3 +265,59 @@ def test_kgrag_ask_generate_without_an_llm_fails_fast(tmp_path, monkeypatch, cap
     monkeypatch.setenv("KGRAG_LLM_BASE_URL", "http://127.0.0.1:9/v1")
     assert main(["ask", "--index", str(tmp_path / "missing"), "--generate", "q?"]) == 2
     assert "KGRAG_LLM_MODEL is not set" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- unmask_sentence
+def _regex_unmask(relation, texts):
+    """The single backtracking regex ``unmask_sentence`` used before (the reference semantics:
+    a sentence start, the pieces in order, each mention >= 1 character, lazy, never across a
+    sentence end or a newline). Exponential on long failing texts: only for small inputs."""
+    import re
+
+    pieces = [r"\s+".join(map(re.escape, piece.split())) for piece in relation.split("##")]
+    name = r"\s*((?:(?![.!?]\s).)+?)\s*"
+    pattern = re.compile(r"(?:^|(?<=[.!?]\s)|(?<=[.!?][\"')]\s))" + name.join(pieces))
+    for text in texts:
+        m = pattern.search(text)
+        if m:
+            return text[m.start() : m.end()].strip(), pattern
+    return None, pattern
+
+
+def test_unmask_sentence_matches_the_reference_regex():
+    """Found exactly when the reference regex finds a match, and what is returned is one (the
+    whole sentence matches it from a sentence start); the same sentence in the usual case."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    words = st.sampled_from(["a", "b", "ab", "was", "in", "Dr.", "of", "x."])
+    piece = st.lists(words, max_size=3).map(" ".join)
+    relation = st.lists(piece, min_size=2, max_size=4).map(" ## ".join)
+    text = st.text(alphabet="ab .!\n\"'", max_size=30) | st.lists(
+        st.sampled_from(["a", "b", "ab", "was", "in", "Dr.", "of", "x.", "Ann", ".", "\n", '."', "!"]), max_size=14
+    ).map(" ".join)
+
+    @settings(max_examples=1000, deadline=None, derandomize=True)
+    @given(relation, text)
+    def check(rel, txt):
+        ref, pattern = _regex_unmask(rel, [txt])
+        got = unmask_sentence(rel, [txt])
+        assert got == ref, (rel, txt, got, ref)
+
+    check()
+    # the usual case: the same sentence as the reference
+    text = "Schiller was born in Marbach. He trained as a teacher at the Karlsschule, graduating in 1780."
+    for rel in ("He trained as a teacher at ##, graduating in ##.", "## was born in ##.", "## trained as ## at ##,"):
+        assert unmask_sentence(rel, [text]) == _regex_unmask(rel, [text])[0] is not None
+
+
+def test_unmask_sentence_is_linear_on_long_failing_texts():
+    """A relation with many masks against a long passage where it almost matches everywhere: the
+    reference regex backtracks through every split of the sentence (minutes, as one FRAG question
+    on the 50k-passage curve index did); this returns at once. Sized so the old regex would not
+    finish within the suite's budget, so a regression shows as a hang, not a flaky timing."""
+    relation = "## and ## and ## and ## and ## and ## and ## and ## end ##."
+    text = " ".join(["word and"] * 400) + " stop."
+    assert unmask_sentence(relation, [text]) is None
+    ok = " ".join(["w and"] * 8) + " end z."
+    assert unmask_sentence(relation, [text + " " + ok]) == ok
