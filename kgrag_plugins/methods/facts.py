@@ -103,10 +103,11 @@ def _literal(piece: str) -> re.Pattern[str]:
     return re.compile(r"\s+".join(map(re.escape, piece.split())))
 
 
-def _mention_ends(text: str, p: int) -> tuple[int, int]:
-    """``(lo, hi)``: a mention that starts at ``p`` (after optional whitespace) may be followed by
-    the next piece at any ``q`` with ``lo <= q <= hi``: at least one character that is not a
-    newline, and no sentence end or newline inside its non-blank part. ``lo > hi``: none."""
+def _mention_ends(text: str, p: int) -> tuple[int, int, int]:
+    """``(lo, hi, first)``: a mention that starts at ``p`` (after optional whitespace) may be
+    followed by the next piece at any ``q`` with ``lo <= q <= hi``: at least one character that is
+    not a newline, and no sentence end or newline inside its non-blank part (``lo > hi``: none);
+    ``first`` is the first non-blank position from ``p`` (``len(text)``: none)."""
     n = len(text)
     lo = p
     while lo < n and text[lo] == "\n":
@@ -114,14 +115,14 @@ def _mention_ends(text: str, p: int) -> tuple[int, int]:
     lo += 1
     a = _NON_BLANK.search(text, p)
     if a is None:
-        return lo, n
+        return lo, n, n
     stop = _MENTION_STOP.search(text, a.start())
     if stop is None:
-        return lo, n
+        return lo, n, a.start()
     if text[stop.start()] != "\n":
-        return lo, stop.start()  # the sentence end itself must stay outside
+        return lo, stop.start(), a.start()  # the sentence end itself must stay outside
     after = _NON_BLANK.search(text, stop.start())
-    return lo, n if after is None else after.start()
+    return lo, n if after is None else after.start(), a.start()
 
 
 def _feasible(text: str, occ: list[list[tuple[int, int]]]) -> list[list[tuple[int, int]]]:
@@ -133,7 +134,7 @@ def _feasible(text: str, occ: list[list[tuple[int, int]]]) -> list[list[tuple[in
     for i in range(k - 1, 0, -1):
         starts = [s for s, _ in feasible[i + 1]]
         for s, e in occ[i]:
-            lo, hi = _mention_ends(text, e)
+            lo, hi, _ = _mention_ends(text, e)
             j = bisect.bisect_left(starts, lo)
             if j < len(starts) and starts[j] <= hi:
                 feasible[i].append((s, e))
@@ -152,16 +153,14 @@ def _match_from(
         return None
     pos = m.end()
     for i, occ in enumerate(feasible[1:], 1):
-        lo, hi = _mention_ends(text, pos)
-        blank = _NON_BLANK.search(text, pos)
-        first = len(text) if blank is None else blank.start()  # a regex takes the blanks first
+        lo, hi, word = _mention_ends(text, pos)  # a regex takes the blanks before ``word`` first
         if i == len(feasible) - 1 and last_empty:  # then one character of the last mention
-            if lo <= first + 1 <= hi and first < len(text):
-                return first + 1
-        j = bisect.bisect_left(occ, (max(lo, first + 1), -1))
+            if lo <= word + 1 <= hi and word < len(text):
+                return word + 1
+        j = bisect.bisect_left(occ, (max(lo, word + 1), -1))
         if j == len(occ) or occ[j][0] > hi:  # else a mention of blanks only
             j = bisect.bisect_left(occ, (lo, -1))
-            if j == len(occ) or occ[j][0] > min(hi, first):
+            if j == len(occ) or occ[j][0] > min(hi, word):
                 return None
         pos = occ[j][1]
     return pos

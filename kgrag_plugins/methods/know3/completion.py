@@ -186,10 +186,10 @@ class ChainCompleter:
         the verifier's known triples and the mined rules (same options) taken from ``graph``.
         Entities the KGE never saw are walked over KB edges but never predicted; retrain the KGE
         (:func:`~kgrag_plugins.index.kge.kge_for_index`) for them."""
-        verifier = self.verifier
-        if verifier is not None and hasattr(verifier, "sides"):
-            from .scoring import TripleVerifier
+        from .scoring import TripleVerifier
 
+        verifier = self.verifier
+        if isinstance(verifier, TripleVerifier):  # another verifier is kept as given
             verifier = TripleVerifier(
                 self.kge, graph, method=verifier.method, aggregate=verifier.aggregate, sides=verifier.sides
             )
