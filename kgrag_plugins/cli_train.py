@@ -39,10 +39,27 @@ def _print_report(report: dict[str, Any], path: Path | None = None) -> None:
 
 
 def _cmd_kge(args: argparse.Namespace) -> int:
+    from .train.presets import apply_preset
+
     keys = ("model", "dim", "epochs", "lr", "threads", "reg", "batch_size", "device", "time_budget")
-    opts = {k: getattr(args, k) for k in keys if getattr(args, k) is not None}
-    if args.full_softmax:
-        opts["full_softmax"] = True
+    given: dict[str, Any] = {k: getattr(args, k) for k in keys} | {"full_softmax": bool(args.full_softmax)}
+    try:
+        opts = apply_preset("kge", args.preset, given)
+    except ValueError as e:
+        print(f"kgrag train kge: error: {e}", file=sys.stderr)
+        return 2
+    if not opts.get("full_softmax"):
+        opts.pop("full_softmax", None)
+    if str(opts.get("device", "")).startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            print(
+                f"kgrag train kge: error: device {opts['device']!r} (--device or --preset gpu) but torch sees no "
+                "CUDA GPU; use --preset cpu or --device cpu",
+                file=sys.stderr,
+            )
+            return 2
     if args.index is not None:
         from .train.kge import train_kge_index
 
@@ -391,6 +408,13 @@ def add_train_parser(sub: Any) -> None:
         help="score every query against all entities (1-N) instead of sampled negatives",
     )
     k.add_argument("--device", default=None, help="torch device: cpu or cuda (default: cuda when torch sees one)")
+    k.add_argument(
+        "--preset",
+        choices=["cpu", "gpu"],
+        default=None,
+        help="settings chosen on MetaQA's half KB (docs/kge.md): cpu = ComplEx 256, N3 0.1, early stopping; "
+        "gpu = ComplEx 1000, N3 0.1, 1-N at batch 100 on cuda (options given explicitly win)",
+    )
     k.add_argument("--time-budget", type=float, default=None, help="stop after the epoch that passes this many seconds")
     k.add_argument(
         "--threads", type=int, default=None, help="torch CPU threads (default: what the load average leaves idle)"

@@ -46,3 +46,19 @@ def test_report_chooses_on_one_half_and_rules_help(tmp_path, monkeypatch):
     # a 3-epoch KGE on this KB is weak; the writer = director rule makes up for it
     assert grid["rules 1000, prior 0"]["mrr"] > grid["rules 0, prior 0"]["mrr"]
     assert sum(v["queries"] for v in rep["by_relation"].values()) == 2 * rep["valid_triples"]
+
+
+def test_train_config_device_and_small_grid(tmp_path):
+    """``--train-config`` replaces the trained settings (recorded with the device and the epoch
+    history), ``--grid small`` scores the 6 rule x prior pairs (the lent-GPU runs of docs/kge.md)."""
+    kb = tmp_path / "kb.txt"
+    _kb(kb)
+    out = tmp_path / "report.json"
+    config = {"epochs": 2, "patience": 1, "dim": 16, "reg": 0.1, "full_softmax": True, "batch_size": 8}
+    args = ["--kb", str(kb), "--keep", "0.8", "--threads", "1", "--device", "cpu", "--grid", "small"]
+    assert script.main([*args, "--train-config", json.dumps(config), "--out", str(out)]) == 0
+    rep = json.loads(out.read_text())
+    assert rep["kge"]["config"] == config and rep["kge"]["device"] == "cpu"
+    assert rep["kge"]["epochs_run"] == len(rep["kge"]["history"]) <= 2
+    assert {(v["rule_weight"], v["prior_weight"]) for v in rep["grid"].values()} == set(script.SMALL_GRID)
+    assert len(script.SMALL_GRID) == 6 and rep["chosen"] in rep["grid"]

@@ -599,7 +599,8 @@ def train_kge(
         seed=seed, device=device, progress=progress, time_budget=time_budget,
     )  # fmt: skip
     report = {
-        **{k: cfg[k] for k in ("model", "dim", "lr", "epochs", "batch_size", "negatives", "reg", "optimizer")},
+        **{k: cfg[k] for k in ("model", "dim", "lr", "epochs", "batch_size", "negatives", "reg", "patience")},
+        "optimizer": cfg["optimizer"],
         "full_softmax": bool(full_softmax),
         **info,
         "device": device,

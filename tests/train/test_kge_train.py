@@ -54,6 +54,30 @@ def test_cli_train_kge_passes_the_training_options(tmp_path, capsys):
     assert printed["device"] == "cpu" and printed["epochs_run"] == 2
 
 
+def test_cli_train_kge_cpu_preset_fills_what_was_not_given(tmp_path, capsys):
+    idx_dir = _saved_index(tmp_path)
+    # TINY's dim / epochs / threads win; the preset brings N3 0.1 and patience 3 (docs/kge.md)
+    assert main(["train", "kge", "--index", str(idx_dir), "--preset", "cpu", *TINY]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["reg"] == 0.1 and printed["patience"] == 3
+    assert printed["dim"] == 8 and printed["epochs"] == 2 and printed["full_softmax"] is False
+
+
+def test_cli_train_kge_gpu_preset_without_cuda_is_one_clear_line(tmp_path, capsys, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    idx_dir = _saved_index(tmp_path)
+    assert main(["train", "kge", "--index", str(idx_dir), "--preset", "gpu", *TINY]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "no CUDA GPU" in err and "--preset cpu" in err
+    # the same preset with an explicit --device cpu trains its 1-N recipe on the CPU
+    assert main(["train", "kge", "--index", str(idx_dir), "--preset", "gpu", "--device", "cpu", *TINY]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["full_softmax"] is True and printed["batch_size"] == 100 and printed["reg"] == 0.1
+    assert printed["device"] == "cpu" and printed["dim"] == 8
+
+
 def test_cli_train_kge_errors(tmp_path, capsys):
     rc = main(
         ["train", "kge", "--dataset", "metaqa", "--data-dir", str(tmp_path / "nope"), "--out", str(tmp_path / "o")]
