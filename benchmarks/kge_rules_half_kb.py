@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         report["kge"] = {
             "config": config,
-            "device": args.device or ("cuda" if torch.cuda.is_available() else "cpu"),
+            "device": rep.get("device"),
             "best_epoch": rep.get("best_epoch"),
             "epochs_run": rep.get("epochs_run"),
             "history": rep.get("history"),

@@ -42,14 +42,13 @@ def _cmd_kge(args: argparse.Namespace) -> int:
     from .train.presets import apply_preset
 
     keys = ("model", "dim", "epochs", "lr", "threads", "reg", "batch_size", "device", "time_budget")
-    given: dict[str, Any] = {k: getattr(args, k) for k in keys} | {"full_softmax": bool(args.full_softmax)}
+    # an unset flag is None, so a preset may fill it and no preset leaves it out
+    given: dict[str, Any] = {k: getattr(args, k) for k in keys} | {"full_softmax": args.full_softmax or None}
     try:
         opts = apply_preset("kge", args.preset, given)
     except ValueError as e:
         print(f"kgrag train kge: error: {e}", file=sys.stderr)
         return 2
-    if not opts.get("full_softmax"):
-        opts.pop("full_softmax", None)
     if str(opts.get("device", "")).startswith("cuda"):
         import torch
 
