@@ -3,6 +3,7 @@ MuSiQue (issue 30), and the throughput at concurrency 1 vs 8; writes ``docs/qa-s
 
     KGRAG_DATA_DIR=../shared/data python benchmarks/qa_smollm2.py              # vllm:smollm2, 100 q each
     KGRAG_DATA_DIR=../shared/data python benchmarks/qa_smollm2.py --llm local:smollm2 --limit 20
+    python benchmarks/qa_smollm2.py ... --page-only     # the same options: rewrite the page, run nothing
 
 Each dataset runs through :func:`~kgrag_plugins.eval.qa.run_qa_bench` with a journal in
 ``--out-dir`` (``docs/benchmarks/qa``): a run that dies is continued by running the same command
@@ -29,6 +30,7 @@ from kgrag_plugins.eval.qa_run import PROMPTS_KEY, prompt_fingerprint, read_jour
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the page module beside this script
 from qa_smollm2_page import (  # noqa: E402  (re-exported: what runs where, the page)
+    AGENTS_MULTIHOP,
     EVERY_SYSTEM,
     FIRST_BUDGET,
     FIRST_NOTE,
@@ -79,6 +81,10 @@ def _run(
     if earlier is not None and earlier != prompt_fingerprint() and out.is_file():
         logger.info("%s: run under earlier prompts (%s); reading its report %s", journal.name, earlier, out.name)
         return _read_back(args.out_dir, name, earlier)
+    if getattr(args, "page_only", False):
+        if not out.is_file():
+            raise SystemExit(f"--page-only: {out} is missing; run the same command without --page-only to measure it")
+        return json.loads(out.read_text(encoding="utf-8"))  # what a run resuming every question would return
     return run_qa_bench(
         dataset,
         systems,
@@ -151,6 +157,10 @@ def main(argv: list[str] | None = None) -> int:
         "--kg-retrievers", action="store_true", help="also run KG_RETRIEVER_SYSTEMS on every dataset (own journals)"
     )
     ap.add_argument("--kg-datasets", default=None, help="with --kg-retrievers: only these datasets (default: all)")
+    ap.add_argument("--agents", action="store_true", help="also run AGENTS_MULTIHOP (the agents on multi-hop sets)")
+    ap.add_argument(
+        "--agents-datasets", default=",".join(AGENTS_MULTIHOP["datasets"]), help="with --agents: these sets"
+    )
     ap.add_argument("--note-rerun", action="store_true", help="also rerun NOTE_RERUN (the note schema)")
     ap.add_argument("--note-datasets", default=",".join(NOTE_RERUN["datasets"]), help="with --note-rerun")
     ap.add_argument(
@@ -161,16 +171,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out-dir", type=Path, default=ROOT / "docs" / "benchmarks" / "qa")
     ap.add_argument("--page", type=Path, default=ROOT / "docs" / "qa-smollm2.md")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument(
+        "--page-only",
+        action="store_true",
+        help="no LLM, no run: rewrite the page from the reports the same command wrote (missing one: exit)",
+    )
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     setup_offline_env()
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    llm, desc, close = resolve_llm(args.llm, args.llm_model, deadline=args.llm_deadline)
+    if args.page_only:
+        llm, desc, close = None, "", lambda: None
+    else:
+        llm, desc, close = resolve_llm(args.llm, args.llm_model, deadline=args.llm_deadline)
     reports: dict[str, dict[str, Any]] = {}
     kg: dict[str, dict[str, Any]] = {}
     note: dict[str, dict[str, Any]] = {}
     note_first: dict[str, dict[str, Any]] = {}
+    agents: dict[str, dict[str, Any]] = {}
     throughput = every = prose = budget = budget_first = reader = None
     try:
         for ds in [d.strip() for d in args.datasets.split(",") if d.strip()]:
@@ -225,12 +244,23 @@ def main(argv: list[str] | None = None) -> int:
             for path in sorted(args.out_dir.glob(f"qa-smollm2-*-{FIRST_NOTE['journal']}.json")):
                 ds = path.name[len("qa-smollm2-") : -len(f"-{FIRST_NOTE['journal']}.json")]
                 note_first[ds] = _read_back(args.out_dir, path.stem)  # the first note runs: never rerun
+        if args.agents:
+            am = AGENTS_MULTIHOP
+            for ds in [d.strip() for d in args.agents_datasets.split(",") if d.strip()]:
+                agents[ds] = _run(
+                    f"qa-smollm2-{ds}-{am['journal']}", ds, list(am["systems"]), llm, desc, args,
+                    limit=am["limit"], concurrency=args.concurrency,
+                )  # fmt: skip
+        for path in sorted(args.out_dir.glob(f"qa-smollm2-*-{AGENTS_MULTIHOP['journal']}.json")):
+            ds = path.name[len("qa-smollm2-") : -len(f"-{AGENTS_MULTIHOP['journal']}.json")]
+            if ds not in agents:
+                agents[ds] = _read_back(args.out_dir, path.stem)  # an earlier --agents run: shown, not rerun
     finally:
         close()
     emb = os.environ.get("KGRAG_EMBEDDER")  # the index embedder is part of what was measured
     cmd = (f"KGRAG_EMBEDDER={emb} " if emb else "") + "KGRAG_DATA_DIR=../shared/data python benchmarks/qa_smollm2.py "
-    cmd += " ".join(argv or sys.argv[1:])
-    runs = dict(every=every, prose=prose, kg=kg, budget=budget, note=note, note_first=note_first)
+    cmd += " ".join(a for a in (argv or sys.argv[1:]) if a != "--page-only")  # the command that measured
+    runs = dict(every=every, prose=prose, kg=kg, budget=budget, note=note, note_first=note_first, agents=agents)
     write_page(
         args.page, reports, throughput, cmd.strip(), **runs, journal_dir=args.out_dir, budget_first=budget_first,
         reader=reader,

@@ -84,6 +84,27 @@ READER_RANKING = {
     "default": "vanilla-rag:activation[activation.bridge_promote=None,activation.chain_check=True]",
     "ranked": "vanilla-rag:activation[activation.bridge_promote=2.0,activation.chain_check=True]",
 }
+#: The agents on the multi-hop sets, 100 questions each (issue 30 item 5 asks for every system on every
+#: set; the KG-Infused variants and Self-RAG, 6-35 LLM calls a question, still run on PopQA only,
+#: :data:`EVERY_SYSTEM`). Each agent with dense retrieval beside the same agent over SA-RAG's retriever,
+#: and ``vanilla-rag`` in the same run, so every row compares directly. Own journals
+#: (``qa-smollm2-DATASET-agents``); ``--agents`` runs them (``--agents-datasets`` picks sets).
+AGENTS_MULTIHOP = {
+    "datasets": ("2wikimultihopqa", "hotpotqa", "musique"),
+    "journal": "agents",
+    "limit": 100,
+    "systems": (
+        "vanilla-rag",
+        "self-ask",
+        "cot-rag",
+        "sa-rag+cot",
+        "decomposition",
+        "sa-rag+decomposition",
+        "front-door",
+    ),
+    #: (the agent over dense passages, the same agent over SA-RAG's retriever)
+    "pairs": (("cot-rag", "sa-rag+cot"), ("decomposition", "sa-rag+decomposition")),
+}
 #: The throughput comparison: one system at concurrency 1 and 8 in the same run.
 THROUGHPUT = {"dataset": "popqa", "system": "vanilla-rag", "limit": 32, "levels": [1, 8]}
 KG_PLUGINS = (
@@ -243,7 +264,9 @@ def valid_rate_lines(reports: list[dict[str, Any] | None], floor: float = 0.98) 
 
 
 #: The optional runs :func:`summary_lines` and :func:`write_page` take, in :func:`summary_lines`' order.
-RUN_KEYS = ("every", "prose", "kg", "budget", "note", "note_first", "journal_dir", "budget_first", "reader")
+RUN_KEYS = (
+    "every", "prose", "kg", "budget", "note", "note_first", "journal_dir", "budget_first", "reader", "agents",
+)  # fmt: skip
 
 
 def summary_lines(
@@ -258,6 +281,7 @@ def summary_lines(
     journal_dir: Path | None = None,
     budget_first: dict[str, Any] | None = None,
     reader: dict[str, Any] | None = None,
+    agents: dict[str, dict[str, Any]] | None = None,
 ) -> list[str]:
     """The acceptance checks of issue 30, each with the numbers it reads (``kg``: the
     :data:`KG_RETRIEVER_SYSTEMS` runs per dataset, compared with the same dataset's main run;
@@ -266,7 +290,7 @@ def summary_lines(
     whose rows supersede the same rows of the main and KG-retriever runs, and ``note_first``'s
     (:data:`FIRST_NOTE`) in turn, in the valid-reply check and the Acc comparisons; ``journal_dir``:
     where the journals are, for the paired per-question changes; ``reader``: the :data:`READER_RANKING`
-    run)."""
+    run; ``agents``: the :data:`AGENTS_MULTIHOP` runs per dataset)."""
     lines: list[str] = []
     main_reports, kg_runs = reports, kg or {}
     reports = {ds: _merged(rep, kg_runs.get(ds)) for ds, rep in reports.items()}
@@ -315,7 +339,9 @@ def summary_lines(
         lines.append(f"- {ds}: best KG plug-in `{best}` Acc {accs[best]:.2f} vs `vanilla-rag` {base:.2f}.")
     if wins:
         lines.append(f"- Multi-hop: the best KG plug-in is at least `vanilla-rag` on {sum(wins)} of {len(wins)} sets.")
+    lines += agents_lines(agents or {}, journal_dir)
     runs = {**main_reports, **{f"{ds} (KG retrievers)": rep for ds, rep in kg_runs.items()}}
+    runs.update({f"{ds} (agents)": rep for ds, rep in (agents or {}).items()})
     runs.update({f"{EVERY_SYSTEM['dataset']} (every system)": every} if every else {})
     superseded = set(prose["results"]) if prose else set()
     if prose:
@@ -374,7 +400,9 @@ def summary_lines(
         }
         for ds, rep in first_runs.items()
     ]
-    lines += valid_rate_lines([*current, *latest, *note_runs.values(), every, prose, budget_old, budget, reader])
+    lines += valid_rate_lines(
+        [*current, *latest, *note_runs.values(), every, prose, budget_old, budget, reader, *(agents or {}).values()]
+    )
     lines.append(
         "- Fallback share over 5 % (not measured): " + (", ".join(not_measured) if not_measured else "none") + "."
     )
@@ -389,6 +417,42 @@ def summary_lines(
                 f"{eight['questions_per_minute']:.1f} at 8: {ratio:.1f}x."
             )
     return lines
+
+
+def agents_lines(agents: dict[str, dict[str, Any]], journal_dir: Path | None) -> list[str]:
+    """Per :data:`AGENTS_MULTIHOP` run: each agent over SA-RAG's retriever against the same agent over
+    dense passages (paired per question), and the run's best KG plug-in against its own ``vanilla-rag``."""
+    lines = []
+    for ds, rep in agents.items():
+        res = rep["results"]
+        parts = []
+        for plain, kg in AGENTS_MULTIHOP["pairs"]:
+            if plain in res and kg in res:
+                got = pairs(row_acc(rep, plain, journal_dir), row_acc(rep, kg, journal_dir))
+                parts.append(
+                    f"`{kg}` {res[kg]['acc']:.2f} vs `{plain}` {res[plain]['acc']:.2f}" + (f" ({got})" if got else "")
+                )
+        accs = {s: r["acc"] for s, r in res.items() if s in KG_PLUGINS}
+        if "vanilla-rag" in res and accs:
+            best = max(accs, key=accs.get)
+            parts.append(f"best KG plug-in `{best}` {accs[best]:.2f} vs `vanilla-rag` {res['vanilla-rag']['acc']:.2f}")
+        if parts:
+            lines.append(f"- {ds}, the agents ({rep['n_questions']} questions, one run): " + "; ".join(parts) + ".")
+    return lines
+
+
+def agents_section(ds: str, rep: dict[str, Any]) -> list[str]:
+    """The page's section for one :data:`AGENTS_MULTIHOP` run (its table follows)."""
+    names = ", ".join(f"`{s}`" for s in rep["results"])
+    return [
+        f"## {ds}: the agents",
+        "",
+        f"The agents on {rep['n_questions']} questions in one run ({names}): Chain-of-Thought RAG and "
+        "question decomposition each over dense passages and over SA-RAG's retriever (`sa-rag+cot` is "
+        "the SA-RAG paper's agent), Self-Ask, and the hop-aware front door, with `vanilla-rag` beside them. "
+        f"Index embedder: `{rep.get('embedder', 'unrecorded')}`.",
+        "",
+    ]
 
 
 def budget_section(
@@ -451,7 +515,9 @@ def write_page(
     unknown = set(runs) - set(RUN_KEYS)
     if unknown:
         raise TypeError(f"write_page: unknown runs {sorted(unknown)}; known: {', '.join(RUN_KEYS)}")
-    every, prose, kg, budget, note, note_first, journal_dir, budget_first, reader = (runs.get(k) for k in RUN_KEYS)
+    every, prose, kg, budget, note, note_first, journal_dir, budget_first, reader, agents = (
+        runs.get(k) for k in RUN_KEYS
+    )
     parts = [
         "# Answer quality with a real reader: SmolLM2-135M-Instruct (issue 30)",
         "",
@@ -571,6 +637,8 @@ def write_page(
             parts += [provenance(run), "", qa_markdown_table(run), ""]
     if reader:
         parts += [*reader_section(), provenance(reader), "", qa_markdown_table(reader), ""]
+    for ds, rep in (agents or {}).items():
+        parts += [*agents_section(ds, rep), provenance(rep), "", qa_markdown_table(rep), ""]
     if throughput:
         table = qa_markdown_table(throughput)
         parts += ["## Throughput: concurrency 1 vs 8", "", provenance(throughput), "", table, ""]

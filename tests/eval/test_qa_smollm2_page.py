@@ -349,3 +349,71 @@ def test_the_readme_local_reader_sentence_is_the_committed_report():
     better, worse = got.split(" better, ")[0], got.split(" better, ")[1].split(" worse")[0]
     assert f"{better} better and {worse} worse" in said and got.split("(")[1].rstrip(")") in said
     assert all(res[k]["fallbacks"] == 0 and res[k]["measured"] for k in acc)
+
+
+def _full_row(acc: float, fallbacks: int = 0, stats: dict | None = None) -> dict:
+    share = fallbacks / 100
+    return {
+        "em": 0.0, "f1": 0.1, "acc": acc, "acc_raw": acc, "f1_last_alias": 0.0, "llm_calls_per_q": 3.0,
+        "tokens_per_q": {"prompt": 10, "completion": 2}, "latency_s": {"p50": 1.0, "p95": 2.0},
+        "questions_per_minute": 5.0, "fallbacks": fallbacks, "empty_answers": 0, "measured": share <= 0.05,
+        "fallback_share": share, "reply_stats": stats or {},
+    }  # fmt: skip
+
+
+def test_the_agents_runs_pair_each_agent_with_its_sa_rag_twin_and_count_like_any_run(tmp_path):
+    """An AGENTS_MULTIHOP run: each dense agent against its SA-RAG twin, paired per question from the
+    run's journal; the best KG plug-in against the same run's vanilla-rag; its fallbacks and
+    constrained replies enter the page-wide checks; write_page gives it a section and table."""
+    import json
+
+    accs = {"cot-rag": [1, 0, 0, 0], "sa-rag+cot": [1, 1, 1, 0], "decomposition": [1, 1, 0, 0],
+            "sa-rag+decomposition": [0, 1, 0, 0], "vanilla-rag": [0, 0, 1, 0]}  # fmt: skip
+    lines = [{"type": "header", "version": 1, "config": {}}]
+    lines += [
+        {"type": "question", "row": r, "i": i, "scores": {"acc": a}} for r, v in accs.items() for i, a in enumerate(v)
+    ]
+    (tmp_path / "agents.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    low = {"self_ask": {"replies": 100, "valid": 90, "constrained": 100}}
+    results = {r: _full_row(sum(v) / 4) for r, v in accs.items()}
+    results["self-ask"] = _full_row(0.25, stats=low)
+    results["front-door"] = _full_row(0.5, fallbacks=9)
+    rep = {"dataset": "musique", "n_questions": 4, "corpus_size": 9, "llm": "x", "embedder": "e",
+           "journal": "/elsewhere/agents.jsonl", "results": results}  # fmt: skip
+    got = "\n".join(page.summary_lines({}, None, agents={"musique": rep}, journal_dir=tmp_path))
+    assert "- musique, the agents (4 questions, one run): `sa-rag+cot` 0.75 vs `cot-rag` 0.25 (2 better, 0 worse" in got
+    assert "`sa-rag+decomposition` 0.25 vs `decomposition` 0.50 (0 better, 1 worse (sign p 1.000))" in got
+    assert "best KG plug-in `sa-rag+cot` 0.75 vs `vanilla-rag` 0.25." in got
+    assert "musique (agents)/front-door (9 %)" in got  # over 5 %: not measured, named with its run
+    assert "below: `self_ask` 90% (musique `self-ask`)" in got
+    assert "the agents" not in "\n".join(page.summary_lines({}, None))
+    out = tmp_path / "page.md"
+    page.write_page(out, {}, None, "cmd", agents={"musique": rep})
+    text = out.read_text()
+    assert "## musique: the agents" in text and "Index embedder: `e`" in text
+    assert "| sa-rag+decomposition |" in text
+
+
+def test_page_only_reads_every_report_and_asks_no_llm(tmp_path, monkeypatch):
+    """--page-only rewrites the page from the reports in --out-dir: no LLM is resolved, the reports
+    are taken as written (not marked as earlier prompts), the command on the page is the measuring
+    one, and a missing report stops with one line naming it."""
+    import json
+
+    def boom(*a, **k):
+        raise AssertionError("--page-only must not resolve an LLM")
+
+    monkeypatch.setattr(page, "resolve_llm", boom)
+    rep = {"dataset": "popqa", "n_questions": 4, "corpus_size": 9, "llm": "x", "journal": "/j/popqa.jsonl",
+           "results": {"vanilla-rag": _full_row(0.5)}}  # fmt: skip
+    (tmp_path / "qa-smollm2-popqa.json").write_text(json.dumps(rep))
+    out = tmp_path / "page.md"
+    argv = ["--datasets", "popqa", "--no-throughput", "--out-dir", str(tmp_path), "--page", str(out)]
+    assert page.main([*argv, "--page-only"]) == 0
+    text = out.read_text()
+    assert "| vanilla-rag | 0.000 | 0.100 | 0.500 |" in text and "--page-only" not in text
+    assert "earlier prompts" not in text
+    with pytest.raises(SystemExit, match="qa-smollm2-hotpotqa.json is missing"):
+        page.main(
+            ["--datasets", "hotpotqa", "--no-throughput", "--out-dir", str(tmp_path), "--page", str(out), "--page-only"]
+        )
