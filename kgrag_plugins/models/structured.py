@@ -115,9 +115,18 @@ class OutputSchema:
         return rx
 
     def vllm_body(self) -> dict[str, Any]:
-        """Extra body fields for vLLM's OpenAI server (``structured_outputs``, vLLM >= 0.12)."""
+        """Extra body fields for vLLM's OpenAI server (``structured_outputs``, vLLM >= 0.12).
+
+        A JSON schema goes as :meth:`to_regex`, the compact grammar the in-process backend enforces
+        (:data:`JSON_WHITESPACE` between tokens), so both backends accept the same replies. vLLM's own
+        JSON grammar allows any whitespace there, and SmolLM2-135M spent its token budget on it
+        (``"...",\n\n,\n\n"final_answer"``), cutting replies before the JSON closed. Without
+        ``outlines_core`` (the ``local`` extra) the schema goes as JSON."""
         if self.json is not None:
-            so: dict[str, Any] = {"json": dict(self.json)}
+            try:
+                so: dict[str, Any] = {"regex": self.to_regex()}
+            except ImportError:
+                so = {"json": dict(self.json)}
         elif self.regex is not None:
             so = {"regex": self.regex}
         else:

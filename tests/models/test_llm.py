@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
 from collections import deque
@@ -496,7 +497,9 @@ def test_structured_vllm_body_and_thinking_off(server: FakeOpenAIServer) -> None
     llm.complete("q", schema=choice_schema("yn", ["yes", "no"]))
     llm.complete("q", schema=regex_schema("num", r"\d+"))
     so = [b["structured_outputs"] for b in server.bodies]
-    assert so[0] == {"json": {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}}
+    # a JSON schema goes as the compact regex the in-process backend enforces (one optional space)
+    assert so[0] == {"regex": _answer_schema().to_regex()} and "[ ]?" in so[0]["regex"]
+    assert re.fullmatch(so[0]["regex"], '{"a": "x"}') and not re.fullmatch(so[0]["regex"], '{\n\n"a":"x"}')
     assert so[1] == {"choice": ["yes", "no"]} and so[2] == {"regex": r"\d+"}
     assert all(b["chat_template_kwargs"] == {"enable_thinking": False} for b in server.bodies)
     assert all("response_format" not in b for b in server.bodies)
@@ -543,7 +546,19 @@ def test_structured_async_path(server: FakeOpenAIServer) -> None:
     server.script(("ok", '{"a": "x"}'))
     llm = make_llm(server, structured="vllm")
     assert asyncio.run(llm.acomplete("q", schema=_answer_schema())) == '{"a": "x"}'
-    assert server.bodies[0]["structured_outputs"]["json"]["required"] == ["a"]
+    assert server.bodies[0]["structured_outputs"] == {"regex": _answer_schema().to_regex()}
+
+
+def test_structured_vllm_json_without_outlines_core_goes_as_json(server: FakeOpenAIServer, monkeypatch) -> None:
+    """Without outlines_core (no ``local`` extra) a JSON schema reaches vLLM as JSON, unchanged."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "outlines_core", None)  # import fails
+    monkeypatch.setitem(sys.modules, "outlines_core.json_schema", None)
+    server.script(("ok", '{"a": "x"}'))
+    llm = make_llm(server, structured="vllm")
+    llm.complete("q", schema=_answer_schema())
+    assert server.bodies[0]["structured_outputs"] == {"json": dict(_answer_schema().json)}
 
 
 def test_structured_auto_detects_a_vllm_server(server: FakeOpenAIServer) -> None:
