@@ -251,10 +251,6 @@ def main(argv: list[str] | None = None) -> int:
                     f"qa-smollm2-{ds}-{am['journal']}", ds, list(am["systems"]), llm, desc, args,
                     limit=am["limit"], concurrency=args.concurrency,
                 )  # fmt: skip
-        for path in sorted(args.out_dir.glob(f"qa-smollm2-*-{AGENTS_MULTIHOP['journal']}.json")):
-            ds = path.name[len("qa-smollm2-") : -len(f"-{AGENTS_MULTIHOP['journal']}.json")]
-            if ds not in agents:
-                agents[ds] = _read_back(args.out_dir, path.stem)  # an earlier --agents run: shown, not rerun
     finally:
         close()
     emb = os.environ.get("KGRAG_EMBEDDER")  # the index embedder is part of what was measured

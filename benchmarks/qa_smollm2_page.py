@@ -137,6 +137,12 @@ def _acc(report: dict[str, Any], system: str) -> float | None:
     return None if r is None else r["acc"]
 
 
+def _best_kg_plugin(results: dict[str, Any]) -> str | None:
+    """The :data:`KG_PLUGINS` row of ``results`` with the highest Acc (``None``: it has none)."""
+    accs = {s: r["acc"] for s, r in results.items() if s in KG_PLUGINS}
+    return max(accs, key=accs.get) if accs else None
+
+
 def _rate(stats: dict[str, Any] | None) -> str:
     """``valid/replies (share)`` of one step's reply statistics."""
     if not stats or not stats.get("replies"):
@@ -330,13 +336,12 @@ def summary_lines(
         rep = reports.get(ds)
         if not rep or _acc(rep, "vanilla-rag") is None:
             continue
-        accs = {s: r["acc"] for s, r in rep["results"].items() if s in KG_PLUGINS}
-        if not accs:
+        best = _best_kg_plugin(rep["results"])
+        if best is None:
             continue
-        best = max(accs, key=accs.get)
-        base = _acc(rep, "vanilla-rag")
-        wins.append(accs[best] >= base)
-        lines.append(f"- {ds}: best KG plug-in `{best}` Acc {accs[best]:.2f} vs `vanilla-rag` {base:.2f}.")
+        top, base = _acc(rep, best), _acc(rep, "vanilla-rag")
+        wins.append(top >= base)
+        lines.append(f"- {ds}: best KG plug-in `{best}` Acc {top:.2f} vs `vanilla-rag` {base:.2f}.")
     if wins:
         lines.append(f"- Multi-hop: the best KG plug-in is at least `vanilla-rag` on {sum(wins)} of {len(wins)} sets.")
     lines += agents_lines(agents or {}, journal_dir)
@@ -432,10 +437,11 @@ def agents_lines(agents: dict[str, dict[str, Any]], journal_dir: Path | None) ->
                 parts.append(
                     f"`{kg}` {res[kg]['acc']:.2f} vs `{plain}` {res[plain]['acc']:.2f}" + (f" ({got})" if got else "")
                 )
-        accs = {s: r["acc"] for s, r in res.items() if s in KG_PLUGINS}
-        if "vanilla-rag" in res and accs:
-            best = max(accs, key=accs.get)
-            parts.append(f"best KG plug-in `{best}` {accs[best]:.2f} vs `vanilla-rag` {res['vanilla-rag']['acc']:.2f}")
+        best = _best_kg_plugin(res)
+        if "vanilla-rag" in res and best is not None:
+            parts.append(
+                f"best KG plug-in `{best}` {res[best]['acc']:.2f} vs `vanilla-rag` {res['vanilla-rag']['acc']:.2f}"
+            )
         if parts:
             lines.append(f"- {ds}, the agents ({rep['n_questions']} questions, one run): " + "; ".join(parts) + ".")
     return lines
